@@ -1,0 +1,5 @@
+"""``python -m connector``."""
+
+from connector.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,215 @@
+"""Command line: ``python -m connector <command>``.
+
+Every flag of ``run`` shows the environment variable that sets it too; flags win over the
+environment, which wins over the YAML file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from connector.errors import ConnectorError
+
+
+def _env_help(text: str, env: str) -> str:
+    return f"{text} (env: {env})"
+
+
+def _add_mirror_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="YAML config file (schemas/connector-config.schema.json)")
+    parser.add_argument(
+        "--decimal-columns",
+        action="append",
+        metavar="SCHEMA.TABLE.COLUMN=P,S",
+        help="declare a decimal sent as a string (schemas disabled); repeatable "
+        "(env: CONNECTOR_MIRROR__DECIMAL_COLUMNS as JSON)",
+    )
+    parser.add_argument(
+        "--replay-safe-inserts",
+        action="store_true",
+        default=None,
+        help=_env_help("write creates/snapshot reads as upserts (4)", "CONNECTOR_MIRROR__REPLAY_SAFE_INSERTS"),
+    )
+
+
+def _mirror_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if getattr(args, "decimal_columns", None):
+        pairs = {}
+        for item in args.decimal_columns:
+            column, _, spec = item.partition("=")
+            pairs[column] = spec
+        overrides["mirror.decimal_columns"] = pairs
+    if getattr(args, "replay_safe_inserts", None):
+        overrides["mirror.replay_safe_inserts"] = True
+    return overrides
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used to render ``--help`` in the README)."""
+    parser = argparse.ArgumentParser(prog="python -m connector", description=__doc__)
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="the streaming service (Spark Structured Streaming)")
+    _add_mirror_flags(run)
+    run.add_argument(
+        "--bootstrap-servers", help=_env_help("Kafka bootstrap servers", "CONNECTOR_SOURCE__BOOTSTRAP_SERVERS")
+    )
+    run.add_argument("--topics", help=_env_help("topic regex (subscribePattern)", "CONNECTOR_SOURCE__TOPICS"))
+    run.add_argument(
+        "--source-path",
+        help=_env_help("folder of kcat -J dumps: the embedded default source, no Kafka", "CONNECTOR_SOURCE__PATH"),
+    )
+    run.add_argument("--landing-zone", help=_env_help("folder or OneLake URL", "CONNECTOR_LANDING_ZONE__URL"))
+    run.add_argument("--checkpoint", help=_env_help("checkpoint + ledger folder", "CONNECTOR_CHECKPOINT"))
+    run.add_argument("--trigger", help=_env_help("'available-now' or an interval like 10s", "CONNECTOR_TRIGGER"))
+    run.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        help=_env_help("records per micro-batch at most", "CONNECTOR_SOURCE__MAX_OFFSETS_PER_TRIGGER"),
+    )
+    run.add_argument(
+        "--starting-offsets", help=_env_help("earliest (default) or latest", "CONNECTOR_SOURCE__STARTING_OFFSETS")
+    )
+    run.add_argument("--metrics-port", type=int, help=_env_help("Prometheus port, 0 = off", "CONNECTOR_METRICS__PORT"))
+    run.add_argument("--spark-master", help=_env_help("Spark master", "CONNECTOR_SPARK__MASTER"))
+
+    conv = sub.add_parser("convert", help="kcat -J dumps → landing zone (offline twin of run)")
+    _add_mirror_flags(conv)
+    conv.add_argument("--input", action="append", required=True, help="kcat -J file or folder; repeatable")
+    conv.add_argument("--landing-zone", required=True)
+    conv.add_argument("--checkpoint", help="ledger folder; re-running with it publishes nothing twice")
+    conv.add_argument("--batch-size", type=int, default=100_000)
+
+    val = sub.add_parser("validate", help="check a landing zone against the open-mirroring rules")
+    val.add_argument("landing_zone")
+
+    rep = sub.add_parser("replay", help="apply a landing zone as open mirroring would; write each table's state")
+    rep.add_argument("landing_zone")
+    rep.add_argument("--output", required=True)
+    rep.add_argument("--show", type=int, default=0, metavar="N", help="also print the first N rows of each table")
+
+    ver = sub.add_parser("verify", help="compare the replayed landing zone with the source database")
+    ver.add_argument("--source", required=True, help="postgresql://USER[:PASSWORD]@HOST:PORT/DB")
+    ver.add_argument("--landing-zone", required=True)
+    ver.add_argument("--tables", help="comma-separated schema.table list; default: every mirrored table")
+
+    chk = sub.add_parser("check-config", help="validate a YAML config against schemas/connector-config.schema.json")
+    chk.add_argument("file")
+
+    bench = sub.add_parser("bench", help="benchmarks: convert (no JVM) or stream (Spark + Kafka)")
+    bench.add_argument("target", choices=["convert", "stream"])
+    bench.add_argument("--events", type=int, default=1_000_000)
+    bench.add_argument("--with-schema", action="store_true", help="JsonConverter schemas.enable=true events")
+    bench.add_argument("--bootstrap-servers", help="stream: use this broker instead of starting one")
+    bench.add_argument("--partitions", type=int, default=8)
+    bench.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(_dispatch(args))
+    except ConnectorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    command = args.command
+    if command == "convert":
+        return _convert(args)
+    if command == "validate":
+        return _validate(args)
+    if command == "replay":
+        return _replay(args)
+    if command == "check-config":
+        from connector.tools.check_config import check_config_file
+
+        problems = check_config_file(args.file)
+        for problem in problems:
+            print(problem)
+        if not problems:
+            print(f"{args.file}: valid")
+        return 1 if problems else 0
+    if command == "run":
+        from connector.stream.job import run_from_args
+
+        return run_from_args(args, _mirror_overrides(args))
+    if command == "verify":
+        from connector.tools.verify import verify_command
+
+        return verify_command(args.source, args.landing_zone, args.tables)
+    if command == "bench":
+        from connector.tools.bench import bench_command
+
+        return bench_command(args)
+    msg = f"unknown command {command}"
+    raise AssertionError(msg)
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from connector.config import load_settings
+    from connector.tools.convert import convert
+
+    settings = load_settings(args.config, **_mirror_overrides(args))
+    summary = convert(
+        args.input,
+        args.landing_zone,
+        args.checkpoint,
+        settings.mirror,
+        args.batch_size,
+        settings.landing_zone.credential,
+    )
+    print(
+        f"records={summary.records} rows={summary.rows} files={summary.files} "
+        f"skipped={sum(summary.skipped.values())} "
+        + " ".join(f"skipped_{k}={v}" for k, v in sorted(summary.skipped.items()))
+    )
+    for line in summary.bad_lines:
+        print(f"bad input: {line}", file=sys.stderr)
+    for table, reason in sorted(summary.stopped.items()):
+        print(f"table stopped: {table}: {reason}", file=sys.stderr)
+    return 0 if summary.ok else 1
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from connector.storage import open_storage
+    from connector.tools.validate import validate_landing_zone
+
+    problems = validate_landing_zone(open_storage(args.landing_zone))
+    for problem in problems:
+        print(problem)
+    if not problems:
+        print(f"{args.landing_zone}: valid")
+    return 1 if problems else 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from connector.storage import open_storage
+    from connector.tools.replay import replay_landing_zone, write_replay
+
+    storage = open_storage(args.landing_zone)
+    counts = write_replay(storage, args.output)
+    for table, rows in sorted(counts.items()):
+        print(f"{table}: {rows} rows")
+    if args.show:
+        for table, data in sorted(replay_landing_zone(storage).items()):
+            print(f"\n== {table} ==")
+            print(data.slice(0, args.show).to_pandas().to_string(index=False))
+    return 0

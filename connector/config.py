@@ -1,0 +1,257 @@
+"""Typed, frozen configuration: YAML file, then ``CONNECTOR_*`` environment variables, then flags.
+
+Nested keys use ``__`` in environment variables (``CONNECTOR_SOURCE__BOOTSTRAP_SERVERS``). Secrets are
+never written in the YAML: a Kafka option may reference one as ``${env:NAME}`` or ``${file:/path}``,
+resolved only when the Kafka source is built, and shown as ``***`` everywhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from connector.errors import ConfigError
+
+_SECRET_REFERENCE = re.compile(r"\$\{(env|file):([^}]+)\}")
+_SECRET_KEY_HINTS = ("password", "secret", "jaas", "token", "key")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TableSettings(_Frozen):
+    """Per-topic overrides; the key of ``mirror.tables`` is the Kafka topic name."""
+
+    schema_name: str | None = Field(
+        None, description="Landing-zone schema folder (<name>.schema); default from the topic."
+    )
+    table: str | None = Field(None, description="Landing-zone table folder; default: the topic's last part.")
+    key_columns: list[str] | None = Field(None, description="Key columns; default: the Debezium key's fields.")
+    truncate_policy: Literal["fail", "ignore", "recreate"] | None = None
+    toast_policy: Literal["fail", "keep-last"] | None = None
+
+
+class MirrorSettings(_Frozen):
+    """How change events become landing-zone files."""
+
+    partner_name: str = Field("debezium-fabric-mirror", description="partnerName in _partnerEvents.json.")
+    source_type: str | None = Field(None, description="sourceType; default: Debezium's source.connector.")
+    source_version: str | None = Field(None, description="sourceVersion in _partnerEvents.json, when known.")
+    replay_safe_inserts: bool = Field(
+        False,
+        description="Write creates and snapshot reads as upserts (4) instead of inserts (0), so events "
+        "Debezium re-sends after a restart cannot duplicate rows (0 does no duplicate-key check).",
+    )
+    truncate_policy: Literal["fail", "ignore", "recreate"] = "fail"
+    toast_policy: Literal["fail", "keep-last"] = "fail"
+    unavailable_value_placeholder: str = "__debezium_unavailable_value"
+    file_format: Literal["parquet", "csv", "tsv", "psv"] = "parquet"
+    compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
+    max_rows_per_file: int | None = Field(None, gt=0)
+    max_bytes_per_file: int | None = Field(None, gt=0, description="Approximate: estimated from Arrow sizes.")
+    omit_row_marker_for_snapshot: bool = Field(
+        False,
+        description="Write a table's first files without __rowMarker__ while they hold only snapshot reads.",
+    )
+    decimal_columns: dict[str, str] = Field(
+        default_factory=dict,
+        description="Decimals sent as strings with schemas disabled: {'schema.table.column': 'P,S'}.",
+    )
+    variable_scale_decimal: str = Field(
+        "38,10",
+        description="Arrow decimal 'P,S' for io.debezium.data.VariableScaleDecimal; inexact values stop the table.",
+    )
+    tables: dict[str, TableSettings] = Field(default_factory=dict)
+
+    @field_validator("decimal_columns")
+    @classmethod
+    def _check_decimals(cls, value: dict[str, str]) -> dict[str, str]:
+        for column, spec in value.items():
+            parse_precision_scale(spec, f"mirror.decimal_columns[{column}]")
+        return value
+
+    @field_validator("variable_scale_decimal")
+    @classmethod
+    def _check_vs(cls, value: str) -> str:
+        parse_precision_scale(value, "mirror.variable_scale_decimal")
+        return value
+
+    def table_settings(self, topic: str) -> TableSettings:
+        """Overrides for ``topic`` (empty when none)."""
+        return self.tables.get(topic) or TableSettings()
+
+
+class SourceSettings(_Frozen):
+    """Where change events come from."""
+
+    kind: Literal["kafka", "files"] = Field("files", description="kafka, or a folder of kcat -J JSON-lines files.")
+    bootstrap_servers: str | None = None
+    topics: str = Field(".*", description="Topic regex (Spark's subscribePattern).")
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = Field(200_000, gt=0)
+    kafka_options: dict[str, str] = Field(
+        default_factory=dict, description="Kafka client options; ${env:X}/${file:P} for secrets."
+    )
+    path: str | None = Field(None, description="Folder of *.jsonl kcat dumps for kind=files.")
+
+    def resolved_kafka_options(self) -> dict[str, str]:
+        """Kafka options with secret references resolved, prefixed ``kafka.`` for Spark's source."""
+        out = {}
+        for key, raw in self.kafka_options.items():
+            name = key if key.startswith("kafka.") else f"kafka.{key}"
+            out[name] = resolve_secret_references(raw, f"source.kafka_options.{key}")
+        return out
+
+    def redacted_kafka_options(self) -> dict[str, str]:
+        """Kafka options safe to log."""
+        return {k: redact(k, v) for k, v in self.kafka_options.items()}
+
+
+class LandingZoneSettings(_Frozen):
+    """The open-mirroring landing zone."""
+
+    url: str = Field("./landing-zone", description="Local folder, or a OneLake / ADLS Gen2 URL.")
+    credential: Literal["default", "workload_identity", "managed_identity", "client_secret", "client_certificate"] = (
+        "default"
+    )
+
+
+class MetricsSettings(_Frozen):
+    """Prometheus endpoint."""
+
+    port: int = Field(9464, ge=0, le=65535, description="0 disables the HTTP endpoint.")
+
+
+class SparkSettings(_Frozen):
+    """The Spark session."""
+
+    master: str = "local[*]"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class ConnectorSettings(BaseSettings):
+    """The whole service configuration."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CONNECTOR_", env_nested_delimiter="__", frozen=True, extra="forbid", yaml_file=None
+    )
+
+    source: SourceSettings = Field(default_factory=SourceSettings)
+    landing_zone: LandingZoneSettings = Field(default_factory=LandingZoneSettings)
+    checkpoint: str = Field("./checkpoint", description="Spark checkpoint and connector ledger folder.")
+    trigger: str = Field("10s", description="'available-now' or a processing interval like '10s'.")
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    mirror: MirrorSettings = Field(default_factory=MirrorSettings)
+
+    @field_validator("trigger")
+    @classmethod
+    def _check_trigger(cls, value: str) -> str:
+        if value != "available-now" and not re.fullmatch(r"\d+(\.\d+)?\s*(ms|s|m|h)", value):
+            msg = f"trigger must be 'available-now' or an interval like '10s', got {value!r}"
+            raise ValueError(msg)
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init) win over the environment, which wins over the YAML file."""
+        yaml_file = os.environ.get("_CONNECTOR_CONFIG_FILE")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if yaml_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file))
+        return tuple(sources)
+
+
+def load_settings(config_file: str | None = None, **overrides: Any) -> ConnectorSettings:
+    """Build the configuration from a YAML file, the environment and flag overrides.
+
+    Raises:
+        ConfigError: with one line per invalid key.
+    """
+    from pydantic import ValidationError
+
+    previous = os.environ.pop("_CONNECTOR_CONFIG_FILE", None)
+    if config_file:
+        if not Path(config_file).is_file():
+            msg = f"config file {config_file} does not exist"
+            raise ConfigError(msg)
+        os.environ["_CONNECTOR_CONFIG_FILE"] = config_file
+    try:
+        return ConnectorSettings(**_nest(overrides))
+    except ValidationError as exc:
+        lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
+        msg = "invalid configuration:\n  " + "\n  ".join(lines)
+        raise ConfigError(msg) from None
+    finally:
+        os.environ.pop("_CONNECTOR_CONFIG_FILE", None)
+        if previous is not None:
+            os.environ["_CONNECTOR_CONFIG_FILE"] = previous
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    """``{'source.topics': x}`` → ``{'source': {'topics': x}}``; ``None`` values are dropped."""
+    out: dict[str, Any] = {}
+    for dotted, value in flat.items():
+        if value is None:
+            continue
+        parts = dotted.split(".")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def parse_precision_scale(spec: str, where: str) -> tuple[int, int]:
+    """Parse ``'P,S'``."""
+    match = re.fullmatch(r"\s*(\d+)\s*,\s*(\d+)\s*", spec)
+    if not match or int(match[2]) > int(match[1]) or not 0 < int(match[1]) <= 76:
+        msg = f"{where}: expected 'precision,scale' with 0 < precision <= 76 and scale <= precision, got {spec!r}"
+        raise ValueError(msg)
+    return int(match[1]), int(match[2])
+
+
+def resolve_secret_references(raw: str, where: str) -> str:
+    """Replace ``${env:NAME}`` and ``${file:/path}`` in ``raw``; errors never include the value."""
+
+    def lookup(match: re.Match[str]) -> str:
+        kind, ref = match[1], match[2]
+        if kind == "env":
+            if ref not in os.environ:
+                msg = f"{where} references environment variable {ref}, which is not set"
+                raise ConfigError(msg)
+            return os.environ[ref]
+        try:
+            return Path(ref).read_text().strip()
+        except OSError as exc:
+            msg = f"{where} references file {ref}, which cannot be read: {exc.strerror}"
+            raise ConfigError(msg) from None
+
+    return _SECRET_REFERENCE.sub(lookup, raw)
+
+
+def redact(key: str, value: str) -> str:
+    """Hide values of secret-looking keys (literal secrets in config are redacted too)."""
+    if _SECRET_REFERENCE.search(value):
+        return value  # a reference, not the secret
+    if any(hint in key.lower() for hint in _SECRET_KEY_HINTS):
+        return "***"
+    return value

@@ -1,0 +1,203 @@
+"""Debezium JSON envelopes (JsonConverter, ``schemas.enable`` true or false) → change events.
+
+A record is either a change event (``op`` c/u/d/r, or t for truncate) or noise that carries no row:
+a tombstone, heartbeat, transaction marker, schema-change record or logical-decoding message. Noise is
+classified here and counted by the caller; anything else that does not decode raises ``DecodeError``
+naming ``topic[partition]@offset``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import orjson
+
+from connector.debezium.types import ColumnType, column_type_from_schema
+from connector.errors import DecodeError
+from connector.events import KafkaRecord
+
+CHANGE_OPS = frozenset({"c", "u", "d", "r"})
+TRUNCATE_OP = "t"
+
+_SCHEMA_PREFIX = b'{"schema":'
+_PAYLOAD_SEPARATOR = b',"payload":'
+_SCHEMA_CACHE_LIMIT = 512
+
+
+class ChangeEvent(NamedTuple):
+    """One decoded Debezium change event (a named tuple: one is built per record).
+
+    ``columns`` is the row type from the embedded schema, in the source's column order, or ``None``
+    when the converter ran with ``schemas.enable=false``.
+    """
+
+    record: KafkaRecord
+    op: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    key: dict[str, Any] | None
+    key_fields: tuple[str, ...] | None
+    columns: Mapping[str, ColumnType] | None
+    source: Mapping[str, Any]
+    ts_ms: int | None
+
+
+@dataclass(frozen=True)
+class Noise:
+    """A record that carries no row change; ``kind`` is the metric label it is counted under."""
+
+    record: KafkaRecord
+    kind: str
+
+
+class EnvelopeDecoder:
+    """Decodes records, caching parsed value schemas.
+
+    JsonConverter repeats the full schema in every record; parsing it each time would dominate the cost.
+    When a value is laid out as JsonConverter writes it (``{"schema":S,"payload":P}``, compact), the
+    bytes of ``S`` are the cache key and only ``P`` is parsed. Any other layout takes the general path.
+    """
+
+    def __init__(self, variable_scale_precision: int = 38, variable_scale_scale: int = 10) -> None:
+        self._vs_precision = variable_scale_precision
+        self._vs_scale = variable_scale_scale
+        self._schemas: dict[bytes, Mapping[str, ColumnType] | None] = {}
+
+    def decode(self, record: KafkaRecord) -> ChangeEvent | Noise:
+        """Classify and decode one record.
+
+        Raises:
+            DecodeError: the record is neither a change event nor known noise.
+        """
+        if record.topic.startswith("__debezium-heartbeat"):
+            return Noise(record, "heartbeat")
+        value = record.value
+        if value is None or len(value) == 0:
+            return Noise(record, "tombstone")
+        try:
+            payload, columns, has_schema = self._parse_value(value)
+        except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
+            raise DecodeError(record.topic, record.partition, record.offset, f"value is not valid JSON: {exc}") from exc
+        if payload is None:
+            if has_schema:
+                return Noise(record, "tombstone")  # pre-KAFKA-3832 JsonConverter: {"schema":null,"payload":null}
+            raise DecodeError(record.topic, record.partition, record.offset, "value is JSON null")
+        if not isinstance(payload, dict):
+            raise DecodeError(
+                record.topic,
+                record.partition,
+                record.offset,
+                f"payload is a {type(payload).__name__}, not an object",
+            )
+        op = payload.get("op")
+        if op is None:
+            return Noise(record, _classify_opless(record, payload))
+        if op == "m":
+            return Noise(record, "message")
+        if op not in CHANGE_OPS and op != TRUNCATE_OP:
+            raise DecodeError(record.topic, record.partition, record.offset, f"unknown op {op!r}")
+        before = payload.get("before")
+        after = payload.get("after")
+        if op in ("c", "r", "u") and not isinstance(after, dict):
+            raise DecodeError(record.topic, record.partition, record.offset, f"op {op!r} without an 'after' row")
+        if op == "d" and not isinstance(before, dict) and record.key is None:
+            raise DecodeError(record.topic, record.partition, record.offset, "delete with neither 'before' nor a key")
+        key, key_fields = self._parse_key(record)
+        source = payload.get("source") or {}
+        ts_ms = payload.get("ts_ms")
+        return ChangeEvent(
+            record=record,
+            op=op,
+            before=before if isinstance(before, dict) else None,
+            after=after if isinstance(after, dict) else None,
+            key=key,
+            key_fields=key_fields,
+            columns=columns,
+            source=source if isinstance(source, dict) else {},
+            ts_ms=ts_ms if isinstance(ts_ms, int) else None,
+        )
+
+    def _parse_value(self, value: bytes) -> tuple[Any, Mapping[str, ColumnType] | None, bool]:
+        """Return (payload, columns, whether the value had the schema/payload wrapper)."""
+        if value.startswith(_SCHEMA_PREFIX) and value.endswith(b"}"):
+            split = value.find(_PAYLOAD_SEPARATOR)
+            if split > 0:
+                schema_bytes = value[len(_SCHEMA_PREFIX) : split]
+                if schema_bytes in self._schemas:
+                    payload = orjson.loads(value[split + len(_PAYLOAD_SEPARATOR) : -1])
+                    return payload, self._schemas[schema_bytes], True
+                parsed = orjson.loads(value)
+                columns = self._columns(parsed.get("schema"))
+                # Cache only when the split really is the top-level boundary.
+                if _parses_to(schema_bytes, parsed.get("schema")):
+                    if len(self._schemas) >= _SCHEMA_CACHE_LIMIT:
+                        self._schemas.clear()
+                    self._schemas[schema_bytes] = columns
+                return parsed.get("payload"), columns, True
+        parsed = orjson.loads(value)
+        if isinstance(parsed, dict) and "payload" in parsed and "schema" in parsed and len(parsed) == 2:
+            return parsed["payload"], self._columns(parsed["schema"]), True
+        return parsed, None, False
+
+    def _columns(self, schema: Any) -> Mapping[str, ColumnType] | None:
+        """Row columns from an Envelope schema: the fields of its ``after`` (or ``before``) struct."""
+        if not isinstance(schema, dict):
+            return None
+        row_struct = None
+        for field in schema.get("fields") or ():
+            if field.get("field") == "after" and field.get("fields"):
+                row_struct = field
+                break
+            if field.get("field") == "before" and field.get("fields"):
+                row_struct = field
+        if row_struct is None:
+            return None
+        return {
+            f["field"]: column_type_from_schema(f, self._vs_precision, self._vs_scale) for f in row_struct["fields"]
+        }
+
+    @staticmethod
+    def _parse_key(record: KafkaRecord) -> tuple[dict[str, Any] | None, tuple[str, ...] | None]:
+        if not record.key:
+            return None, None
+        try:
+            parsed = orjson.loads(record.key)
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(record.topic, record.partition, record.offset, f"key is not valid JSON: {exc}") from exc
+        fields: tuple[str, ...] | None = None
+        if isinstance(parsed, dict) and "payload" in parsed and "schema" in parsed and len(parsed) == 2:
+            schema = parsed["schema"]
+            parsed = parsed["payload"]
+            if isinstance(schema, dict) and schema.get("fields"):
+                fields = tuple(f["field"] for f in schema["fields"])
+        if parsed is None:
+            return None, None
+        if not isinstance(parsed, dict):
+            raise DecodeError(
+                record.topic,
+                record.partition,
+                record.offset,
+                f"key is a {type(parsed).__name__}, not an object",
+            )
+        return parsed, fields or tuple(parsed)
+
+
+def _parses_to(raw: bytes, expected: Any) -> bool:
+    try:
+        return bool(orjson.loads(raw) == expected)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _classify_opless(record: KafkaRecord, payload: Mapping[str, Any]) -> str:
+    if "ddl" in payload or "tableChanges" in payload:
+        return "schema_change"
+    if payload.get("status") in ("BEGIN", "END") or record.topic.endswith(".transaction"):
+        return "transaction"
+    if set(payload) <= {"ts_ms", "databaseName"}:
+        return "heartbeat"
+    raise DecodeError(
+        record.topic, record.partition, record.offset, "payload has no 'op' and is no known control record"
+    )

@@ -1,0 +1,139 @@
+"""One table's rows of one batch, in Kafka order, and their Arrow form.
+
+Rows are kept as the raw JSON values Debezium sent; the Arrow table is built column by column at the
+end (one conversion per column, not per value), with the table's established column types so that files
+of one table never disagree on a type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from connector.debezium.types import ColumnType, ConversionError, column_type_from_value, to_arrow, type_name
+from connector.errors import TableStopped
+from connector.events import ROW_MARKER_COLUMN, KafkaRecord, RowMarker
+from connector.landing.rowmarker import Row
+
+MARKER_TYPE = pa.int32()
+
+
+@dataclass
+class TableBatch:
+    """Rows of one table collected from a batch, with the record each came from."""
+
+    table_id: str
+    key_columns: tuple[str, ...]
+    markers: list[int] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    records: list[KafkaRecord] = field(default_factory=list)
+    ops: dict[str, int] = field(default_factory=dict)
+    columns: dict[str, ColumnType] = field(default_factory=dict)
+    snapshot_only: bool = True
+    max_source_ts_ms: int | None = None
+    _last_schema: Mapping[str, ColumnType] | None = None
+
+    def merge_columns(self, schema: Mapping[str, ColumnType] | None, record: KafkaRecord) -> None:
+        """Union the event's columns into the batch's; a changed type stops the table.
+
+        Raises:
+            TableStopped: a column arrived with a different type than earlier in the batch.
+        """
+        if schema is None or schema is self._last_schema:
+            return
+        for name, ctype in schema.items():
+            known = self.columns.get(name)
+            if known is None:
+                self.columns[name] = ctype
+            elif known.arrow != ctype.arrow:
+                raise TableStopped(
+                    self.table_id,
+                    f"{record.position}: column {name!r} changed type from {type_name(known.arrow)} to "
+                    f"{type_name(ctype.arrow)}; open mirroring cannot change a column type: drop the table "
+                    "folder and reload the table (re-snapshot) to recover",
+                )
+        self._last_schema = schema
+
+    def add(self, marker: RowMarker, row: Row, record: KafkaRecord) -> None:
+        """Append one marked row."""
+        self.markers.append(int(marker))
+        self.rows.append(row)
+        self.records.append(record)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def to_arrow(self, established: pa.Schema | None, declared: Mapping[str, ColumnType]) -> pa.Table:
+        """Build the batch's Arrow table: established columns first, new ones after, ``__rowMarker__`` last.
+
+        ``established`` is the table's schema from earlier batches; ``declared`` holds config-declared
+        types (decimals sent as strings). Schemaless columns take the established type, else a type
+        inferred from their values; all-null columns of unknown type are left out (mirroring stores NULL).
+
+        Raises:
+            TableStopped: a value does not convert, or a column's type differs from the established one.
+        """
+        names: list[str] = list(established.names) if established is not None else []
+        seen = set(names)
+        for name in self.columns:
+            if name not in seen:
+                names.append(name)
+                seen.add(name)
+        for row in self.rows:
+            for name in row:
+                if name not in seen:
+                    names.append(name)
+                    seen.add(name)
+        arrays: list[pa.Array] = []
+        fields: list[pa.Field] = []
+        for name in names:
+            values = [row.get(name) for row in self.rows]
+            ctype = self._column_type(name, values, established, declared)
+            if ctype is None:
+                continue
+            try:
+                array = to_arrow(values, ctype)
+            except ConversionError as exc:
+                record = self.records[exc.row]
+                raise TableStopped(self.table_id, f"{record.position}: column {name!r}: {exc.reason}") from exc
+            arrays.append(array)
+            fields.append(pa.field(name, ctype.arrow, nullable=name not in self.key_columns))
+        arrays.append(pa.array(self.markers, type=MARKER_TYPE))
+        fields.append(pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False))
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+    def _column_type(
+        self, name: str, values: list[Any], established: pa.Schema | None, declared: Mapping[str, ColumnType]
+    ) -> ColumnType | None:
+        if name in declared:
+            return declared[name]
+        ctype = self.columns.get(name)
+        if ctype is not None:
+            return ctype
+        if established is not None and name in established.names:
+            return _established_type(established.field(name).type)
+        return _infer(values)
+
+
+def _established_type(arrow: pa.DataType) -> ColumnType:
+    """Conversion for a schemaless column whose type an earlier batch fixed."""
+    if pa.types.is_binary(arrow):
+        return ColumnType(arrow, "base64")
+    if pa.types.is_string(arrow):
+        return ColumnType(arrow, "json")  # passes strings through, writes nested values as JSON text
+    return ColumnType(arrow, "plain")
+
+
+def _infer(values: list[Any]) -> ColumnType | None:
+    """Type of a schemaless column from its values: ints and floats widen to double; else JSON text."""
+    kinds: set[type] = {type(v) for v in values if v is not None}
+    if not kinds:
+        return None
+    if kinds == {int, float}:
+        kinds = {float}
+    if len(kinds) == 1:
+        return column_type_from_value(next(v for v in values if v is not None))
+    return ColumnType(pa.string(), "json")

@@ -1,0 +1,66 @@
+"""Where things live in the landing zone: table folders and the 20-digit file names."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from connector.config import MirrorSettings
+
+FILE_NUMBER_DIGITS = 20
+PROCESSED_FOLDERS = ("_ProcessedFiles", "_FilesReadyToDelete")
+METADATA_FILE = "_metadata.json"
+PARTNER_EVENTS_FILE = "_partnerEvents.json"
+STAGED_PREFIX = "_staged_"
+
+_DATA_FILE = re.compile(r"^(\d{20})\.([A-Za-z0-9]+)$")
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A mirrored table: its id (``schema.table``) and its folder in the landing zone."""
+
+    schema: str | None
+    name: str
+
+    @property
+    def id(self) -> str:
+        """``schema.table``, or ``table`` without a schema; used in metrics, logs and the ledger."""
+        return f"{self.schema}.{self.name}" if self.schema else self.name
+
+    @property
+    def folder(self) -> str:
+        """``<schema>.schema/<table>`` per the landing-zone format, or ``<table>``."""
+        return f"{self.schema}.schema/{self.name}" if self.schema else self.name
+
+
+def table_for_topic(topic: str, mirror: MirrorSettings) -> TableRef:
+    """Map a Debezium topic ``<prefix>.<schema>.<table>`` to its table, honouring config overrides."""
+    override = mirror.table_settings(topic)
+    parts = topic.split(".")
+    schema = parts[-2] if len(parts) >= 3 else None
+    name = parts[-1]
+    return TableRef(override.schema_name or schema, override.table or name)
+
+
+def data_file_name(number: int, extension: str) -> str:
+    """``00000000000000000001.parquet``."""
+    return f"{number:0{FILE_NUMBER_DIGITS}d}.{extension}"
+
+
+def parse_data_file_name(name: str) -> tuple[int, str] | None:
+    """Return (number, extension) for a data file name, ``None`` for anything else."""
+    match = _DATA_FILE.match(name)
+    if not match:
+        return None
+    return int(match[1]), match[2]
+
+
+def staged_file_name(batch_id: int, number: int, extension: str) -> str:
+    """Name of a file written before its batch is planned; the leading underscore keeps mirroring off it."""
+    return f"{STAGED_PREFIX}{batch_id}_{number:0{FILE_NUMBER_DIGITS}d}.{extension}"
+
+
+def decimal_column_key(table: TableRef, column: str) -> str:
+    """Key of ``mirror.decimal_columns``: ``schema.table.column``."""
+    return f"{table.id}.{column}"

@@ -1,0 +1,183 @@
+"""The batch ledger: the connector's checkpointed file counter.
+
+For each batch the sink stages its files, then writes a *plan* (which staged file becomes which
+numbered file, and the table state after the batch), then renames the files into place, then
+*commits* (replaces ``state.json`` and removes the plan). A crash anywhere leaves either no plan (the
+batch is redone from scratch; staged files are orphans and are removed) or a plan (which is completed
+exactly as written, whatever the replayed batch computes). So a file number is used once, files of a
+table are continuous, and a replayed batch id never publishes a second copy.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from connector.errors import LandingZoneCorrupt
+from connector.storage.base import Storage
+
+STATE_FILE = "ledger/state.json"
+PLANS_FOLDER = "ledger/plans"
+TOAST_FOLDER = "ledger/toast"
+_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What the ledger knows of one table after the last committed batch."""
+
+    folder: str
+    next_number: int = 1
+    key_columns: tuple[str, ...] = ()
+    schema: str | None = None  # base64 Arrow IPC schema of the data columns
+    incremental: bool = False  # a file with __rowMarker__ has been published
+    stopped: str | None = None
+    toast_snapshot: str | None = None  # checkpoint path of the keep-last store
+
+    def arrow_schema(self) -> pa.Schema | None:
+        """The established column types, ``None`` before the first file."""
+        if self.schema is None:
+            return None
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.schema)))
+
+    def with_schema(self, schema: pa.Schema) -> TableState:
+        """A copy with ``schema`` established."""
+        encoded = base64.b64encode(schema.serialize().to_pybytes()).decode()
+        return replace(self, schema=encoded)
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """The committed state: last batch id and every table's state."""
+
+    last_committed_batch: int = -1
+    tables: dict[str, TableState] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "version": _VERSION,
+            "last_committed_batch": self.last_committed_batch,
+            "tables": {name: asdict(t) for name, t in sorted(self.tables.items())},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LedgerState:
+        """Parse the JSON form."""
+        tables = {}
+        for name, raw in data.get("tables", {}).items():
+            raw = dict(raw)
+            raw["key_columns"] = tuple(raw.get("key_columns", ()))
+            tables[name] = TableState(**raw)
+        return cls(int(data["last_committed_batch"]), tables)
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One file of a plan: where it is staged, its final name, and what it must contain."""
+
+    table: str
+    number: int
+    staged: str
+    final: str
+    size: int
+    sha256: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Everything a batch will publish, written before the first rename."""
+
+    batch_id: int
+    files: tuple[PlannedFile, ...]
+    state: LedgerState
+    recreated: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "batch_id": self.batch_id,
+            "files": [asdict(f) for f in self.files],
+            "state": self.state.to_json(),
+            "recreated": list(self.recreated),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BatchPlan:
+        """Parse the JSON form."""
+        return cls(
+            int(data["batch_id"]),
+            tuple(PlannedFile(**f) for f in data["files"]),
+            LedgerState.from_json(data["state"]),
+            tuple(data.get("recreated", ())),
+        )
+
+
+class BatchLedger:
+    """Reads and writes the ledger in the checkpoint storage."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.state = self._load_state()
+
+    def _load_state(self) -> LedgerState:
+        try:
+            raw = self.storage.read_bytes(STATE_FILE)
+        except FileNotFoundError:
+            return LedgerState()
+        try:
+            return LedgerState.from_json(orjson.loads(raw))
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            msg = f"{self.storage.url}/{STATE_FILE} is unreadable ({exc}); restore it or start a new checkpoint"
+            raise LandingZoneCorrupt(msg) from exc
+
+    def pending_plans(self) -> list[BatchPlan]:
+        """Plans written but not committed, oldest first (at most one in normal operation)."""
+        plans = []
+        for info in self.storage.list_dir(PLANS_FOLDER):
+            if info.is_dir or not info.path.endswith(".json"):
+                continue
+            plan = BatchPlan.from_json(orjson.loads(self.storage.read_bytes(info.path)))
+            if plan.batch_id <= self.state.last_committed_batch:
+                self.storage.delete(info.path)  # committed; the crash came before its plan was removed
+                continue
+            plans.append(plan)
+        return sorted(plans, key=lambda p: p.batch_id)
+
+    def write_plan(self, plan: BatchPlan) -> None:
+        """Persist ``plan`` before anything of it is published."""
+        self.storage.replace(_plan_path(plan.batch_id), orjson.dumps(plan.to_json()))
+
+    def commit(self, plan: BatchPlan) -> None:
+        """Make the plan's state the committed state, then drop the plan and stale TOAST snapshots."""
+        self.commit_state(plan.state)
+        self.storage.delete(_plan_path(plan.batch_id))
+
+    def commit_state(self, state: LedgerState) -> None:
+        """Replace the committed state atomically."""
+        previous = self.state
+        self.storage.replace(STATE_FILE, orjson.dumps(state.to_json(), option=orjson.OPT_INDENT_2))
+        self.state = state
+        live = {t.toast_snapshot for t in state.tables.values() if t.toast_snapshot}
+        for table in previous.tables.values():
+            if table.toast_snapshot and table.toast_snapshot not in live:
+                self.storage.delete(table.toast_snapshot)
+
+    def write_toast_snapshot(self, table_id: str, batch_id: int, data: bytes) -> str:
+        """Store a keep-last TOAST store for ``table_id`` as of ``batch_id``; returns its path."""
+        path = f"{TOAST_FOLDER}/{table_id}/{batch_id}.json"
+        self.storage.replace(path, data)
+        return path
+
+    def read_toast_snapshot(self, path: str) -> bytes:
+        """Read a TOAST store snapshot written by ``write_toast_snapshot``."""
+        return self.storage.read_bytes(path)
+
+
+def _plan_path(batch_id: int) -> str:
+    return f"{PLANS_FOLDER}/{batch_id:020d}.json"

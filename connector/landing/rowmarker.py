@@ -1,0 +1,188 @@
+"""Debezium ops → open-mirroring rows with ``__rowMarker__``.
+
+c→0 (4 with replay-safe inserts), r→0 (likewise), u→1, d→2. An update that changes key columns becomes
+a delete of the old key then an insert of the new one. Debezium's own key-change pair (delete with
+``__debezium.newkey``, then create with ``__debezium.oldkey``) already has that shape and passes through.
+Unavailable (TOASTed) placeholders are filled here, so none can reach a file.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from connector.debezium.envelope import ChangeEvent
+from connector.errors import TableStopped
+from connector.events import RowMarker
+
+Row = dict[str, Any]
+KeyTuple = tuple[Any, ...]
+
+
+def key_tuple(values: Mapping[str, Any], key_columns: Iterable[str]) -> KeyTuple:
+    """Hashable key of a row (nested values become their JSON text)."""
+    return tuple(
+        v if not isinstance(v, (dict, list)) else orjson.dumps(v).decode() for v in (values.get(c) for c in key_columns)
+    )
+
+
+class ToastStore:
+    """Last written value of each TOAST-able column per key, for the ``keep-last`` policy.
+
+    Memory: one entry per live key of the table holding every string/binary column value written for it
+    (roughly the table's size in those columns). Only tables with ``keep-last`` keep one. Changes made
+    by a batch go to an overlay that the sink merges only when the batch commits, so a replayed batch
+    sees the same store as its first run.
+    """
+
+    def __init__(self, entries: dict[KeyTuple, Row] | None = None) -> None:
+        self.entries: dict[KeyTuple, Row] = entries or {}
+        self._overlay: dict[KeyTuple, Row | None] = {}
+
+    def get(self, key: KeyTuple) -> Row | None:
+        """The last values written for ``key`` (batch overlay first)."""
+        if key in self._overlay:
+            return self._overlay[key]
+        return self.entries.get(key)
+
+    def put(self, key: KeyTuple, values: Row) -> None:
+        """Record values written in the current batch."""
+        self._overlay[key] = values
+
+    def remove(self, key: KeyTuple) -> None:
+        """Forget a deleted key (in the current batch)."""
+        self._overlay[key] = None
+
+    def commit(self) -> None:
+        """Make the current batch's changes permanent."""
+        for key, values in self._overlay.items():
+            if values is None:
+                self.entries.pop(key, None)
+            else:
+                self.entries[key] = values
+        self._overlay.clear()
+
+    def rollback(self) -> None:
+        """Drop the current batch's changes."""
+        self._overlay.clear()
+
+    def snapshot(self) -> bytes:
+        """JSON of the store with the current batch's changes applied (what a commit would keep)."""
+        merged = dict(self.entries)
+        for key, values in self._overlay.items():
+            if values is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = values
+        return orjson.dumps([[list(key), values] for key, values in merged.items()])
+
+    @classmethod
+    def from_snapshot(cls, data: bytes) -> ToastStore:
+        """Load a store written by ``snapshot``."""
+        return cls({tuple(key): values for key, values in orjson.loads(data)})
+
+
+class RowMarkerMapper:
+    """Turns one table's change events into marked rows."""
+
+    def __init__(
+        self,
+        table_id: str,
+        key_columns: tuple[str, ...],
+        *,
+        replay_safe_inserts: bool,
+        toast_policy: str,
+        placeholder: str,
+        toastable_columns: frozenset[str] | None,
+        toast_store: ToastStore | None,
+    ) -> None:
+        self.table_id = table_id
+        self.key_columns = key_columns
+        self._insert = RowMarker.UPSERT if replay_safe_inserts else RowMarker.INSERT
+        self._toast_policy = toast_policy
+        self._placeholders: tuple[Any, ...] = (
+            placeholder,
+            base64.b64encode(placeholder.encode()).decode(),
+            [placeholder],
+        )
+        self._raw_markers = (placeholder.encode(), base64.b64encode(placeholder.encode()).rstrip(b"="))
+        self.toastable_columns = toastable_columns
+        self.toast_store = toast_store
+
+    def rows(self, event: ChangeEvent) -> list[tuple[RowMarker, Row]]:
+        """Marked rows for one change event, in the order they must be applied."""
+        op = event.op
+        if op in ("c", "r"):
+            after = self._fill_placeholders(event, event.after or {}, None)
+            return [(self._insert, self._remember(after))]
+        if op == "u":
+            before = event.before
+            after = event.after or {}
+            after = self._fill_placeholders(event, after, before)
+            if before is not None and self._key_changed(before, after):
+                old = self._delete_row(event, before)
+                return [(RowMarker.DELETE, old), (self._insert, self._remember(after))]
+            return [(RowMarker.UPDATE, self._remember(after))]
+        if op == "d":
+            return [(RowMarker.DELETE, self._delete_row(event, event.before))]
+        msg = f"op {op!r} has no row marker"
+        raise ValueError(msg)
+
+    def _key_changed(self, before: Row, after: Row) -> bool:
+        return any(c in before and before[c] != after.get(c) for c in self.key_columns)
+
+    def _delete_row(self, event: ChangeEvent, before: Row | None) -> Row:
+        """A delete row: every key column, and whatever else ``before`` holds (placeholders nulled)."""
+        row: Row = {}
+        if before:
+            row = {c: (None if self._is_placeholder(v) else v) for c, v in before.items()}
+        key = event.key or {}
+        for column in self.key_columns:
+            if row.get(column) is None and column in key:
+                row[column] = key[column]
+        if self.toast_store is not None:
+            self.toast_store.remove(key_tuple(row, self.key_columns))
+        return row
+
+    def _is_placeholder(self, value: Any) -> bool:
+        return isinstance(value, (str, list)) and value in self._placeholders
+
+    def _fill_placeholders(self, event: ChangeEvent, after: Row, before: Row | None) -> Row:
+        value = event.record.value or b""
+        if not any(marker in value for marker in self._raw_markers):
+            return after  # the cheap byte test rules out placeholders for almost every event
+        filled = dict(after)
+        remembered: Row | None = None
+        for column, current in after.items():
+            if not self._is_placeholder(current):
+                continue
+            if before is not None and column in before and not self._is_placeholder(before[column]):
+                filled[column] = before[column]
+                continue
+            key = key_tuple(after, self.key_columns)
+            if self._toast_policy == "keep-last" and self.toast_store is not None:
+                if remembered is None:
+                    remembered = self.toast_store.get(key) or {}
+                if column in remembered:
+                    filled[column] = remembered[column]
+                    continue
+                reason = "no value was written for it since the connector's store began"
+            else:
+                reason = "toast_policy is 'fail' (set it to 'keep-last', or use REPLICA IDENTITY FULL)"
+            raise TableStopped(
+                self.table_id,
+                f"{event.record.position}: column {column!r} of key {dict(zip(self.key_columns, key, strict=True))} "
+                f"is an unavailable TOASTed value and before does not hold it; {reason}",
+            )
+        return filled
+
+    def _remember(self, row: Row) -> Row:
+        if self.toast_store is not None:
+            key = key_tuple(row, self.key_columns)
+            columns = self.toastable_columns
+            # Schemaless events do not say which columns are TOAST-able: remember them all.
+            self.toast_store.put(key, dict(row) if columns is None else {c: row[c] for c in columns if c in row})
+        return row

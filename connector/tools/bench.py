@@ -1,0 +1,125 @@
+"""``bench``: throughput figures printed beside the raw limits measured in the same run.
+
+This machine is shared and noisy: ratios are stable, absolute times are not, so nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import itertools
+import resource
+import tempfile
+import time
+from collections.abc import Iterator
+
+import orjson
+
+from connector.config import MirrorSettings
+from connector.events import KafkaRecord
+from connector.landing.sink import MirrorSink
+from connector.storage import LocalStorage
+
+BENCH_TOPIC = "bench.public.orders"
+_BATCH = 100_000
+
+_VALUE_SCHEMA = {
+    "type": "struct",
+    "name": "bench.public.orders.Envelope",
+    "fields": [
+        {
+            "field": field,
+            "type": "struct",
+            "optional": True,
+            "name": "bench.public.orders.Value",
+            "fields": [
+                {"field": "id", "type": "int64", "optional": False},
+                {"field": "customer_id", "type": "int32", "optional": False},
+                {"field": "status", "type": "string", "optional": True},
+                {"field": "note", "type": "string", "optional": True},
+                {
+                    "field": "amount",
+                    "type": "bytes",
+                    "optional": True,
+                    "name": "org.apache.kafka.connect.data.Decimal",
+                    "parameters": {"scale": "2", "connect.decimal.precision": "12"},
+                },
+                {"field": "quantity", "type": "int32", "optional": True},
+                {"field": "ratio", "type": "double", "optional": True},
+                {"field": "paid", "type": "boolean", "optional": True},
+                {"field": "created_at", "type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp"},
+                {"field": "ship_date", "type": "int32", "optional": True, "name": "io.debezium.time.Date"},
+            ],
+        }
+        for field in ("before", "after")
+    ]
+    + [
+        {"field": "op", "type": "string", "optional": False},
+        {"field": "ts_ms", "type": "int64", "optional": True},
+    ],
+}
+_KEY_SCHEMA = {"type": "struct", "fields": [{"field": "id", "type": "int64", "optional": False}]}
+
+
+def generated_events(count: int, with_schema: bool, partitions: int = 1) -> Iterator[KafkaRecord]:
+    """``count`` Debezium events of a 10-column table: 70% creates, 25% updates, 5% deletes."""
+    amount = base64.b64encode((123456).to_bytes(4, "big", signed=True)).decode()
+    for offset in range(count):
+        row_id = offset if offset % 20 < 14 else offset // 2
+        op = "c" if offset % 20 < 14 else ("u" if offset % 20 < 19 else "d")
+        row = {
+            "id": row_id,
+            "customer_id": offset % 9973,
+            "status": "shipped" if offset % 3 else "new",
+            "note": f"order note number {offset}",
+            "amount": amount,
+            "quantity": offset % 17,
+            "ratio": offset / 7.0,
+            "paid": offset % 2 == 0,
+            "created_at": 1_700_000_000_000_000 + offset,
+            "ship_date": 19_000 + offset % 365,
+        }
+        payload = {
+            "before": {"id": row_id} if op == "d" else None,
+            "after": None if op == "d" else row,
+            "source": {"connector": "postgresql", "db": "bench"},
+            "op": op,
+            "ts_ms": 1_700_000_000_000 + offset,
+        }
+        key: dict[str, object] = {"id": row_id}
+        value: dict[str, object] = payload
+        if with_schema:
+            key = {"schema": _KEY_SCHEMA, "payload": key}
+            value = {"schema": _VALUE_SCHEMA, "payload": payload}
+        yield KafkaRecord(
+            BENCH_TOPIC, offset % partitions, offset // partitions, orjson.dumps(key), orjson.dumps(value)
+        )
+
+
+def bench_convert(events: int, with_schema: bool) -> tuple[float, float]:
+    """Events per second through the core (decode → mark → Parquet → publish), and peak RSS in MB."""
+    with tempfile.TemporaryDirectory(prefix="bench-convert-") as scratch:
+        sink = MirrorSink(LocalStorage(f"{scratch}/lz"), LocalStorage(f"{scratch}/cp"), MirrorSettings())
+        stream = generated_events(events, with_schema)
+        elapsed = 0.0
+        for batch_id in itertools.count():
+            chunk = list(itertools.islice(stream, _BATCH))  # generating events is not what is measured
+            if not chunk:
+                break
+            started = time.perf_counter()
+            sink.process_batch(batch_id, chunk)
+            elapsed += time.perf_counter() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return events / elapsed, peak_mb
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    """Run the benchmark named by ``args.target``."""
+    if args.target == "convert":
+        rate, peak = bench_convert(args.events, args.with_schema)
+        print(f"events={args.events} with_schema={args.with_schema}")
+        print(f"events_per_second={rate:.0f} peak_rss_mb={peak:.0f}")
+        return 0
+    from connector.tools.bench_stream import bench_stream
+
+    return bench_stream(args)
