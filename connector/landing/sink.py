@@ -160,8 +160,8 @@ class MirrorSink:
                 result.skipped.add("malformed")
                 if ref.id not in stopped and ref.id not in already_stopped:
                     stopped[ref.id] = str(exc)
-                    batches.pop(ref.id, None)
                     refs.setdefault(ref.id, ref)
+                    log.error("table %s stopped: %s", ref.id, exc)
                 continue
             if isinstance(decoded, Noise):
                 result.skipped.add(decoded.kind)
@@ -299,8 +299,7 @@ class MirrorSink:
         files: list[PlannedFile] = []
         for tid in sorted(set(batches) | recreate):
             ref = refs[tid]
-            if tid in result.stopped:
-                continue
+            # A table stopped mid-batch still publishes the rows before the event that stopped it.
             try:
                 table_state = self._table_state(tid, ref, recreate)
                 batch = batches.get(tid)

@@ -54,7 +54,7 @@ from azure.core.pipeline import PipelineRequest, PipelineResponse
 from azure.storage.filedatalake import ContentSettings, ExponentialRetry, FileSystemClient
 
 from connector.storage.base import FileInfo, Storage
-from connector.storage.credentials import StorageIdentity
+from connector.storage.credentials import CredentialConfig, StorageIdentity, build_credential
 from connector.storage.errors import StorageAccessDenied, StorageError, StorageNotFound, StorageUnavailable
 
 _LOG = logging.getLogger(__name__)
@@ -277,7 +277,7 @@ def retry_delay(settings: RetrySettings, retry_number: int, retry_after: float |
     return delay
 
 
-class BackoffRetryPolicy(ExponentialRetry):  # type: ignore[misc]
+class BackoffRetryPolicy(ExponentialRetry):
     """The SDK's storage retry policy, with the statuses and waits this connector needs.
 
     The stock policy does not retry 429 and ignores ``Retry-After``; throttling is the most common
@@ -309,6 +309,10 @@ class BackoffRetryPolicy(ExponentialRetry):  # type: ignore[misc]
                 if status not in TRANSIENT_STATUSES or not self.increment(
                     state, request=request.http_request, response=response.http_response
                 ):
+                    # The storage deserialisers read these, as the base class sets them.
+                    if state["history"]:
+                        response.context["history"] = state["history"]
+                    response.http_response.location_mode = state["mode"]
                     return response
                 retry_after = parse_retry_after(response.http_response.headers)
                 delay = retry_delay(self._settings, retry_number, retry_after, self._rng)
@@ -389,6 +393,7 @@ class OneLakeStorage(Storage):
     # -- Storage interface ------------------------------------------------------------------------
 
     def read_bytes(self, path: str) -> bytes:
+        """Download the whole file (through the Blob endpoint, as the SDK does)."""
         full = self._full(path)
         with self._call("read", path):
             try:
@@ -398,12 +403,15 @@ class OneLakeStorage(Storage):
             return data
 
     def create(self, path: str, data: bytes) -> None:
+        """Upload to a ``_tmp_`` file, then rename it into place with ``If-None-Match: *``."""
         self._write(path, data, overwrite=False, operation="create")
 
     def replace(self, path: str, data: bytes) -> None:
+        """Upload to a ``_tmp_`` file, then rename it over ``path``: readers see old or new, never half."""
         self._write(path, data, overwrite=True, operation="replace")
 
     def rename_new(self, source: str, destination: str) -> None:
+        """Rename with ``If-None-Match: *``; the source's size and MD5 are read first to recognise a lost answer."""
         src = self._full(source)
         dst = self._full(destination)
         with self._call("rename_new", destination):
@@ -413,12 +421,14 @@ class OneLakeStorage(Storage):
             self._rename(src, dst, fingerprint, overwrite=False, source=source, destination=destination)
 
     def size(self, path: str) -> int | None:
+        """Read the size from the path's properties (0 for a directory)."""
         full = self._full(path)
         with self._call("size", path):
             fingerprint = self._fingerprint(full)
         return None if fingerprint is None else fingerprint.size
 
     def list_dir(self, path: str) -> list[FileInfo]:
+        """List one folder level (List Paths, following continuation tokens)."""
         folder = self._full(path)
         with self._call("list", path):
             try:
@@ -434,6 +444,7 @@ class OneLakeStorage(Storage):
         return sorted(out, key=lambda info: info.path)
 
     def delete(self, path: str) -> None:
+        """Delete one file; a missing file (or a retried delete) is not an error."""
         full = self._full(path)
         if not full:
             msg = "delete needs a file path, not the storage root"
@@ -446,6 +457,7 @@ class OneLakeStorage(Storage):
                     raise
 
     def delete_tree(self, path: str) -> None:
+        """Delete a folder recursively in one call; at the root, delete its children instead."""
         full = self._full(path)
         with self._call("delete_tree", path):
             if not full:
@@ -553,7 +565,8 @@ class OneLakeStorage(Storage):
             # validate_content sends the chunk's MD5 so the service rejects a corrupted transfer.
             client.append_data(chunk, offset=offset, length=len(chunk), validate_content=True)
         try:
-            client.flush_data(len(data), content_settings=ContentSettings(content_md5=bytearray(fingerprint.md5 or b"")))
+            md5 = ContentSettings(content_md5=bytearray(fingerprint.md5 or b""))
+            client.flush_data(len(data), content_settings=md5)
         except (HttpResponseError, ResourceModifiedError) as err:
             # A flush whose first attempt committed but whose answer was lost can be refused on retry;
             # the file then already holds exactly our bytes.
@@ -571,7 +584,8 @@ class OneLakeStorage(Storage):
         destination: str,
     ) -> None:
         """Move ``src`` onto ``dst`` (full paths); without ``overwrite`` never replace an existing file."""
-        conditions: dict[str, Any] = {} if overwrite else {"etag": "*", "match_condition": MatchConditions.IfMissing}
+        # IfMissing alone sends If-None-Match: *; an etag keyword here would leak into the transport.
+        conditions: dict[str, Any] = {} if overwrite else {"match_condition": MatchConditions.IfMissing}
         client = self._fs.get_file_client(src)
         new_name = f"{self.location.filesystem}/{dst}"
         created_parent = False
@@ -731,3 +745,24 @@ def _first_line(text: str, limit: int = 300) -> str:
 
 def _join(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+
+
+def open_onelake(
+    url: str, credential: CredentialConfig | str = "default", retry: RetrySettings | None = None
+) -> OneLakeStorage:
+    """Open the OneLake / ADLS Gen2 folder at ``url`` with the identity ``credential`` describes.
+
+    Args:
+        url: A landing-zone or ADLS Gen2 URL (see ``parse_location``).
+        credential: A full credential config, or just its kind (``default``, ``managed_identity``, …)
+            with everything else taken from the ``AZURE_*`` environment variables.
+        retry: Backoff and timeout settings; production defaults when omitted.
+
+    Raises:
+        ValueError: The URL or the credential settings are invalid.
+    """
+    if isinstance(credential, CredentialConfig):
+        config = credential
+    else:
+        config = CredentialConfig.model_validate({"kind": credential})
+    return OneLakeStorage(parse_location(url), build_credential(config), retry)

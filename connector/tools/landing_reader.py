@@ -461,4 +461,4 @@ def _times(array: pa.Array) -> pa.Array:
 
 def column_is_all_null(column: pa.ChunkedArray | pa.Array) -> bool:
     """Whether a column carries no value at all (its type then says nothing about the data)."""
-    return column.null_count == len(column)
+    return bool(column.null_count == len(column))
