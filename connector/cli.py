@@ -150,7 +150,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "run":
         from connector.stream.job import run_from_args
 
-        return run_from_args(args, _mirror_overrides(args))
+        return int(run_from_args(args, _mirror_overrides(args)))
     if command == "verify":
         from connector.tools.verify import verify_command
 

@@ -6,7 +6,6 @@ nothing of storage. Encoding is deterministic, so a replayed batch produces byte
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +35,7 @@ class FileFormat:
 
     def encode(self, table: pa.Table) -> bytes:
         """Serialise ``table`` as one complete file."""
-        sink = io.BytesIO()
+        sink = pa.BufferOutputStream()  # Arrow-owned: see tools.landing_reader.arrow_owned
         if self.name == "parquet":
             pq.write_table(
                 table,
@@ -46,14 +45,14 @@ class FileFormat:
                 coerce_timestamps=None,
                 write_statistics=True,
             )
-            return sink.getvalue()
+            return bytes(sink.getvalue())
         options = pacsv.WriteOptions(
             include_header=True,
             delimiter=_DELIMITERS[self.name],
             quoting_style="needed",
         )
         pacsv.write_csv(_csv_ready(table), sink, write_options=options)
-        return sink.getvalue()
+        return bytes(sink.getvalue())
 
     def metadata_properties(self, table: pa.Table) -> dict[str, Any]:
         """``_metadata.json`` keys a delimited-text table needs (empty for Parquet)."""

@@ -35,6 +35,8 @@ def ensure_table_metadata(storage: Storage, table: TableRef, content: dict[str, 
         existing = orjson.loads(storage.read_bytes(path))
     except orjson.JSONDecodeError as exc:
         raise TableStopped(table.id, f"{storage.url}/{path} exists but is not valid JSON: {exc}") from exc
+    if not isinstance(existing, dict):
+        raise TableStopped(table.id, f"{storage.url}/{path} exists but is not a JSON object")
     existing_keys = existing.get("keyColumns", existing.get("KeyColumns"))
     if existing_keys != content["keyColumns"]:
         raise TableStopped(

@@ -525,7 +525,10 @@ class OneLakeStorage(Storage):
                 name = str(entry.name)
                 if entry.is_directory or not name.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
                     continue
-                if cutoff is not None and entry.last_modified is not None and entry.last_modified > cutoff:
+                modified = entry.last_modified
+                if modified is not None and modified.tzinfo is None:
+                    modified = modified.replace(tzinfo=UTC)  # the listing's RFC 1123 dates are GMT
+                if cutoff is not None and modified is not None and modified > cutoff:
                     continue
                 self._discard(name)
                 deleted.append(self._relative(name))
@@ -685,10 +688,7 @@ class OneLakeStorage(Storage):
             # No HTTP status: the credential could not produce a token (bad secret, no managed
             # identity, unreadable token file). azure-identity messages name the cause, not the secret.
             reason = _first_line(str(err.message))
-            msg = (
-                f"{operation} of {where}: could not get a token with credential {self.identity.description}: "
-                f"{reason}"
-            )
+            msg = f"{operation} of {where}: could not get a token with credential {self.identity.description}: {reason}"
             return StorageAccessDenied(msg, path=path, operation=operation)
         if status in {401, 403}:
             msg = (

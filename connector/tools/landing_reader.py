@@ -12,7 +12,6 @@ of the table's history just like the ones still in the table folder.
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -33,11 +32,23 @@ from connector.landing.layout import (
 )
 from connector.storage.base import Storage, join
 
+
+def arrow_owned(data: bytes) -> pa.Buffer:
+    """Copy ``data`` into Arrow-allocated memory.
+
+    Arrow's worker threads may release the last reference to a buffer; when that buffer wraps a Python
+    object the release needs the GIL, and at interpreter exit that aborts the process
+    ("terminate called without an active exception"). Arrow-owned memory needs no GIL.
+    """
+    stream = pa.BufferOutputStream()
+    stream.write(data)
+    return stream.getvalue()
+
+
 SCHEMA_SUFFIX = ".schema"
 TMP_PREFIX = "_tmp_"
 """Prefix of the write-aside files of ``LocalStorage``; one left behind means a write was interrupted."""
 
-DELIMITED_EXTENSIONS = ("csv", "tsv", "psv")
 DELIMITED_DATA_TYPES = frozenset(
     {"Double", "Single", "Int16", "Int64", "Int32", "DateTime", "IDate", "ITime", "String", "Boolean", "ByteArray"}
 )
@@ -342,7 +353,7 @@ def read_data_file(storage: Storage, path: str, file_format: TableFormat = PARQU
     try:
         if file_format.delimited:
             return _read_delimited(data, file_format)
-        return pq.read_table(pa.BufferReader(data))
+        return pq.read_table(pa.BufferReader(arrow_owned(data)))
     except UnreadableFile:
         raise
     except (pa.ArrowException, ValueError, OSError, LookupError, UnicodeError) as exc:
@@ -376,7 +387,7 @@ def _read_delimited(data: bytes, file_format: TableFormat) -> pa.Table:
     if file_format.first_row_as_header:
         read = pacsv.ReadOptions(encoding=file_format.encoding)
         names = pacsv.open_csv(
-            io.BytesIO(data),
+            pa.BufferReader(arrow_owned(data)),
             read_options=pacsv.ReadOptions(encoding=file_format.encoding, block_size=1 << 16),
             parse_options=parse,
         ).schema.names
@@ -391,7 +402,9 @@ def _read_delimited(data: bytes, file_format: TableFormat) -> pa.Table:
         strings_can_be_null=True,
         quoted_strings_can_be_null=False,
     )
-    text = pacsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse, convert_options=convert)
+    text = pacsv.read_csv(
+        pa.BufferReader(arrow_owned(data)), read_options=read, parse_options=parse, convert_options=convert
+    )
     columns = [
         _typed(column, name, file_format.declared_type(name))
         for name, column in zip(text.column_names, text.columns, strict=True)

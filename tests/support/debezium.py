@@ -83,7 +83,9 @@ class Topic:
         if not self.with_schema:
             return orjson.dumps(payload)
         fields = [c for c in self.columns if c["field"] in self.key_columns]
-        return orjson.dumps({"schema": {"type": "struct", "name": f"{self.name}.Key", "fields": fields}, "payload": payload})
+        return orjson.dumps(
+            {"schema": {"type": "struct", "name": f"{self.name}.Key", "fields": fields}, "payload": payload}
+        )
 
     def record(
         self,
@@ -99,7 +101,11 @@ class Topic:
         payload = {
             "before": before,
             "after": after,
-            "source": {"connector": self.connector, "version": "3.0.0.Final", "snapshot": "true" if op == "r" else "false"},
+            "source": {
+                "connector": self.connector,
+                "version": "3.0.0.Final",
+                "snapshot": "true" if op == "r" else "false",
+            },
             "op": op,
             "ts_ms": ts_ms,
         }
@@ -120,7 +126,11 @@ class Topic:
         return self._emit(key, value, (), None)
 
     def _emit(
-        self, key: bytes | None, value: bytes | None, headers: tuple[tuple[str, bytes | None], ...], partition: int | None
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[tuple[str, bytes | None], ...],
+        partition: int | None,
     ) -> KafkaRecord:
         record = KafkaRecord(
             self.name, self.partition if partition is None else partition, self.offset, key, value, headers

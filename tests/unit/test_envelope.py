@@ -21,7 +21,9 @@ def sample(name: str) -> bytes:
     return next(SAMPLES.glob(f"{name}_*.json")).read_bytes()
 
 
-def record(value: bytes | None, topic: str = "dbserver1.public.customers", key: bytes | None = b'{"id":1}') -> KafkaRecord:
+def record(
+    value: bytes | None, topic: str = "dbserver1.public.customers", key: bytes | None = b'{"id":1}'
+) -> KafkaRecord:
     return KafkaRecord(topic, 2, 41, key, value)
 
 
@@ -60,7 +62,9 @@ def test_field_order_is_not_fixed() -> None:
     event = decode(sample("12"), topic="mysql.inventory.customers")
     assert isinstance(event, ChangeEvent)
     assert event.op == "r"
-    reordered = orjson.dumps({"payload": orjson.loads(sample("16"))["payload"], "schema": orjson.loads(sample("16"))["schema"]})
+    reordered = orjson.dumps(
+        {"payload": orjson.loads(sample("16"))["payload"], "schema": orjson.loads(sample("16"))["schema"]}
+    )
     event2 = decode(reordered)
     assert isinstance(event2, ChangeEvent)
     assert event2.columns is not None and "decimal_test_5_2" in event2.columns
@@ -70,7 +74,9 @@ def test_decimals_from_real_output_are_exact() -> None:
     event = decode(sample("16"))
     assert isinstance(event, ChangeEvent) and event.columns is not None and event.after is not None
     cols = event.columns
-    assert to_arrow([event.after["decimal_test_5_2"]], cols["decimal_test_5_2"]).to_pylist() == [decimal.Decimal("123.45")]
+    assert to_arrow([event.after["decimal_test_5_2"]], cols["decimal_test_5_2"]).to_pylist() == [
+        decimal.Decimal("123.45")
+    ]
     big = to_arrow([event.after["decimal_test_39_6"]], cols["decimal_test_39_6"]).to_pylist()[0]
     assert big == decimal.Decimal("585691028598451546227916918584388.123456")
     assert pa.types.is_decimal(cols["decimal_test_39_6"].arrow)
@@ -111,7 +117,9 @@ def test_noise_is_classified(value: bytes | None, topic: str, kind: str) -> None
 
 
 def test_transaction_end_schema_change_and_message_are_noise() -> None:
-    assert decode(sample("06b"), topic="dbserver1.transaction") == Noise(record(sample("06b"), "dbserver1.transaction"), "transaction")
+    assert decode(sample("06b"), topic="dbserver1.transaction") == Noise(
+        record(sample("06b"), "dbserver1.transaction"), "transaction"
+    )
     change = decode(sample("14"), topic="mysql")
     assert isinstance(change, Noise) and change.kind == "schema_change"
     message = decode(sample("05"))

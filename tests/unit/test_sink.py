@@ -135,7 +135,13 @@ def test_noise_makes_no_rows_and_no_folders(tmp_path: Path) -> None:
         t.raw(b'{"op":"m","message":{"prefix":"p","content":"eA=="}}'),
     ]
     result = make_sink(tmp_path).process_batch(0, noise)
-    assert result.skipped.by_kind == {"heartbeat": 1, "transaction": 1, "schema_change": 1, "tombstone": 2, "message": 1}
+    assert result.skipped.by_kind == {
+        "heartbeat": 1,
+        "transaction": 1,
+        "schema_change": 1,
+        "tombstone": 2,
+        "message": 1,
+    }
     assert result.files == 0
     assert not (tmp_path / "lz").exists() or not any((tmp_path / "lz").iterdir())
 
@@ -219,7 +225,9 @@ def test_toast_bytes_and_array_placeholders_are_detected(tmp_path: Path) -> None
     result = make_sink(tmp_path).process_batch(
         0,
         [
-            t.record("u", {"id": 1, "blob": "AA==", "tags": ["x"]}, {"id": 1, "blob": placeholder_b64, "tags": [PLACEHOLDER]}),
+            t.record(
+                "u", {"id": 1, "blob": "AA==", "tags": ["x"]}, {"id": 1, "blob": placeholder_b64, "tags": [PLACEHOLDER]}
+            ),
         ],
     )
     assert not result.stopped
@@ -325,7 +333,9 @@ def test_parquet_compression(tmp_path: Path, compression: str) -> None:
 @pytest.mark.parametrize(("fmt", "delimiter"), [("csv", ","), ("tsv", "\t"), ("psv", "|")])
 def test_delimited_text_with_full_metadata(tmp_path: Path, fmt: str, delimiter: str) -> None:
     t = customers()
-    make_sink(tmp_path, file_format=fmt).process_batch(0, [t.record("c", None, row(1, "a,b|c")), t.record("d", row(1), None)])
+    make_sink(tmp_path, file_format=fmt).process_batch(
+        0, [t.record("c", None, row(1, "a,b|c")), t.record("d", row(1), None)]
+    )
     folder = tmp_path / "lz" / "public.schema" / "customers"
     meta = orjson.loads((folder / "_metadata.json").read_bytes())
     assert meta["keyColumns"] == ["id"] and meta["FileFormat"] == "DelimitedText" and meta["FileExtension"] == fmt
@@ -394,7 +404,12 @@ def test_poison_event_stops_its_table_and_keeps_earlier_rows(tmp_path: Path) -> 
     other = Topic("dbserver1.public.orders", COLUMNS, ["id"])
     result = make_sink(tmp_path).process_batch(
         0,
-        [t.record("c", None, row(1)), t.raw(b"{garbage", b'{"id":2}'), t.record("c", None, row(3)), other.record("c", None, row(4))],
+        [
+            t.record("c", None, row(1)),
+            t.raw(b"{garbage", b'{"id":2}'),
+            t.record("c", None, row(3)),
+            other.record("c", None, row(4)),
+        ],
     )
     assert result.stopped["public.customers"].startswith("dbserver1.public.customers[0]@1: ")
     assert result.skipped.by_kind == {"malformed": 1, "table_stopped": 1}
@@ -476,8 +491,11 @@ def run_clean(tmp_path: Path) -> dict[str, bytes]:
 def test_crash_at_any_instant_then_replay_publishes_exactly_once(tmp_path: Path, operation: str, at: int) -> None:
     expected = run_clean(tmp_path / "clean")
     lz = tmp_path / "crash" / "lz"
-    crashing = MirrorSink(CrashingStorage(lz, operation, at), CrashingStorage(tmp_path / "crash" / "cp", operation, at),
-                          MirrorSettings(max_rows_per_file=2))
+    crashing = MirrorSink(
+        CrashingStorage(lz, operation, at),
+        CrashingStorage(tmp_path / "crash" / "cp", operation, at),
+        MirrorSettings(max_rows_per_file=2),
+    )
     batches = batch_records()
     crashed_at = None
     for batch_id, records in enumerate(batches):

@@ -18,7 +18,7 @@ from connector.debezium.types import (
 )
 from tests.support.debezium import encode_decimal
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def ctype(ftype: str, name: str | None = None, **params: str) -> ColumnType:
@@ -39,12 +39,36 @@ def ctype(ftype: str, name: str | None = None, **params: str) -> ColumnType:
         ("int32", "org.apache.kafka.connect.data.Time", 1000, pa.time32("ms"), dt.time(0, 0, 1)),
         ("int64", "io.debezium.time.MicroTime", 3_723_000_005, pa.time64("us"), dt.time(1, 2, 3, 5)),
         ("int64", "io.debezium.time.NanoTime", 3_723_000_005_000, pa.time64("ns"), dt.time(1, 2, 3, 5)),
-        ("int64", "io.debezium.time.Timestamp", 1_700_000_000_123, pa.timestamp("ms"), dt.datetime(2023, 11, 14, 22, 13, 20, 123000)),
+        (
+            "int64",
+            "io.debezium.time.Timestamp",
+            1_700_000_000_123,
+            pa.timestamp("ms"),
+            dt.datetime(2023, 11, 14, 22, 13, 20, 123000),
+        ),
         ("int64", "org.apache.kafka.connect.data.Timestamp", 0, pa.timestamp("ms"), dt.datetime(1970, 1, 1)),
-        ("int64", "io.debezium.time.MicroTimestamp", 1_700_000_000_123_456, pa.timestamp("us"), dt.datetime(2023, 11, 14, 22, 13, 20, 123456)),
-        ("string", "io.debezium.time.ZonedTimestamp", "2023-11-14T22:13:20.123456Z", pa.timestamp("us", tz="UTC"), dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC)),
+        (
+            "int64",
+            "io.debezium.time.MicroTimestamp",
+            1_700_000_000_123_456,
+            pa.timestamp("us"),
+            dt.datetime(2023, 11, 14, 22, 13, 20, 123456),
+        ),
+        (
+            "string",
+            "io.debezium.time.ZonedTimestamp",
+            "2023-11-14T22:13:20.123456Z",
+            pa.timestamp("us", tz="UTC"),
+            dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC),
+        ),
         ("string", "io.debezium.data.Json", '{"a": 1}', pa.string(), '{"a": 1}'),
-        ("string", "io.debezium.data.Uuid", "1b4e28ba-2fa1-11d2-883f-0016d3cca427", pa.string(), "1b4e28ba-2fa1-11d2-883f-0016d3cca427"),
+        (
+            "string",
+            "io.debezium.data.Uuid",
+            "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+            pa.string(),
+            "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+        ),
         ("string", "io.debezium.data.Enum", "happy", pa.string(), "happy"),
         ("string", "io.debezium.data.Xml", "<a/>", pa.string(), "<a/>"),
         ("bytes", None, "AAEC/w==", pa.binary(), b"\x00\x01\x02\xff"),
@@ -74,9 +98,23 @@ def test_zoned_timestamp_keeps_utc_meaning_of_offsets() -> None:
     assert array.to_pylist() == [dt.datetime(2023, 1, 1, 10, 0, tzinfo=UTC)]
 
 
-@pytest.mark.parametrize(("value", "precision", "scale"), [("123.45", 5, 2), ("-0.01", 12, 2), ("-99999999.99", 10, 2), ("0", 3, 0), ("12345678901234567890123456789012345678", 38, 0)])
+@pytest.mark.parametrize(
+    ("value", "precision", "scale"),
+    [
+        ("123.45", 5, 2),
+        ("-0.01", 12, 2),
+        ("-99999999.99", 10, 2),
+        ("0", 3, 0),
+        ("12345678901234567890123456789012345678", 38, 0),
+    ],
+)
 def test_connect_decimal_is_exact(value: str, precision: int, scale: int) -> None:
-    column = ctype("bytes", "org.apache.kafka.connect.data.Decimal", scale=str(scale), **{"connect.decimal.precision": str(precision)})
+    column = ctype(
+        "bytes",
+        "org.apache.kafka.connect.data.Decimal",
+        scale=str(scale),
+        **{"connect.decimal.precision": str(precision)},
+    )
     assert column.arrow == pa.decimal128(precision, scale)
     assert to_arrow([encode_decimal(value, scale)], column).to_pylist() == [decimal.Decimal(value)]
 
@@ -101,7 +139,11 @@ def test_variable_scale_decimal_exact_or_error() -> None:
 
 def test_decimal_sent_as_text_when_declared() -> None:
     column = text_decimal_type(12, 2)
-    assert to_arrow(["1.10", None, "-3"], column).to_pylist() == [decimal.Decimal("1.10"), None, decimal.Decimal("-3.00")]
+    assert to_arrow(["1.10", None, "-3"], column).to_pylist() == [
+        decimal.Decimal("1.10"),
+        None,
+        decimal.Decimal("-3.00"),
+    ]
     with pytest.raises(ConversionError):
         to_arrow(["1.001"], column)  # would round: refused
 

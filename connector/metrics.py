@@ -1,0 +1,132 @@
+"""Prometheus instruments (declared once, low-cardinality labels) and the /metrics /healthz /readyz server.
+
+Labels are tables, ops, skip kinds and Kafka topic-partitions: bounded by the source database's
+schema, never by data.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+
+from connector import __version__
+from connector.landing.sink import BatchResult
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+EVENTS = Counter(
+    "cdc_mirror_events", "Change events decoded, by table and Debezium op.", ["table", "op"], registry=REGISTRY
+)
+ROWS = Counter("cdc_mirror_rows_published", "Rows published to the landing zone.", ["table"], registry=REGISTRY)
+FILES = Counter("cdc_mirror_files_published", "Data files published to the landing zone.", ["table"], registry=REGISTRY)
+BYTES = Counter("cdc_mirror_bytes_published", "Bytes of data files published.", ["table"], registry=REGISTRY)
+BATCH_DURATION = Histogram(
+    "cdc_mirror_batch_duration_seconds",
+    "Wall time of one micro-batch in the sink.",
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+    registry=REGISTRY,
+)
+BATCHES = Counter("cdc_mirror_batches", "Micro-batches by outcome (committed, failed).", ["outcome"], registry=REGISTRY)
+LAST_COMMIT = Gauge(
+    "cdc_mirror_last_batch_committed_timestamp_seconds", "Unix time of the last committed batch.", registry=REGISTRY
+)
+BATCH_LAG = Gauge(
+    "cdc_mirror_batch_lag_seconds", "Now minus the newest source ts_ms in the last batch.", registry=REGISTRY
+)
+OFFSETS_BEHIND = Gauge(
+    "cdc_mirror_kafka_offsets_behind",
+    "Kafka offsets not yet processed, per topic-partition.",
+    ["topic", "partition"],
+    registry=REGISTRY,
+)
+SKIPPED = Counter(
+    "cdc_mirror_records_skipped", "Records that carry no row change, by kind.", ["kind"], registry=REGISTRY
+)
+TABLE_STOPPED = Gauge("cdc_mirror_table_stopped", "1 when a table is stopped.", ["table"], registry=REGISTRY)
+TABLES_STOPPED = Gauge("cdc_mirror_tables_stopped", "Number of stopped tables.", registry=REGISTRY)
+PUBLISH_ERRORS = Counter(
+    "cdc_mirror_publish_errors",
+    "Failed publish attempts (batches that raised), by table when known.",
+    ["table"],
+    registry=REGISTRY,
+)
+BUILD_INFO = Gauge("cdc_mirror_build_info", "Connector version.", ["version"], registry=REGISTRY)
+BUILD_INFO.labels(__version__).set(1)
+
+
+def record_batch(result: BatchResult, stopped_tables: dict[str, str], now: float | None = None) -> None:
+    """Count one committed batch."""
+    now = time.time() if now is None else now
+    for table, entry in result.tables.items():
+        for op, count in entry.events.items():
+            EVENTS.labels(table, op).inc(count)
+        if entry.rows:
+            ROWS.labels(table).inc(entry.rows)
+        if entry.files:
+            FILES.labels(table).inc(entry.files)
+            BYTES.labels(table).inc(entry.bytes)
+    for kind, count in result.skipped.by_kind.items():
+        SKIPPED.labels(kind).inc(count)
+    BATCH_DURATION.observe(result.duration_s)
+    BATCHES.labels("committed").inc()
+    LAST_COMMIT.set(now)
+    if result.max_source_ts_ms is not None:
+        BATCH_LAG.set(max(0.0, now - result.max_source_ts_ms / 1000))
+    set_stopped(stopped_tables)
+
+
+def set_stopped(stopped_tables: dict[str, str]) -> None:
+    """Publish the set of stopped tables."""
+    for table in stopped_tables:
+        TABLE_STOPPED.labels(table).set(1)
+    TABLES_STOPPED.set(len(stopped_tables))
+
+
+def record_offsets_behind(behind: Iterable[tuple[str, int, int]]) -> None:
+    """Set offsets-behind per (topic, partition, offsets)."""
+    for topic, partition, count in behind:
+        OFFSETS_BEHIND.labels(topic, str(partition)).set(count)
+
+
+class HealthState:
+    """What /healthz and /readyz report: alive once started; ready while the query runs and batches succeed."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.reason = "starting"
+
+    def set(self, ready: bool, reason: str) -> None:
+        """Change readiness."""
+        self.ready = ready
+        self.reason = reason
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+        """Scrapes are not worth a log line each."""
+
+
+def serve(port: int, health: HealthState, host: str = "0.0.0.0") -> WSGIServer:  # noqa: S104 - a pod's port
+    """Start the HTTP endpoint in a daemon thread; returns the server (``server_port`` is the bound port)."""
+    metrics_app = make_wsgi_app(REGISTRY)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/healthz":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok\n"]
+        if path == "/readyz":
+            status = "200 OK" if health.ready else "503 Service Unavailable"
+            start_response(status, [("Content-Type", "text/plain")])
+            return [f"{health.reason}\n".encode()]
+        result: Iterable[bytes] = metrics_app(environ, start_response)
+        return result
+
+    server = make_server(host, port, app, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+    return server

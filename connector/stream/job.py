@@ -1,0 +1,227 @@
+"""``run``: the streaming service. Spark moves records; the core publishes them in ``foreachBatch``.
+
+The sink runs on the driver: each micro-batch is collected as Arrow (bounded by
+``maxOffsetsPerTrigger``), decoded, encoded and published there. Spark's checkpoint lives in
+``<checkpoint>/spark``, the connector's ledger in ``<checkpoint>/ledger``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from connector import metrics
+from connector.config import ConnectorSettings, load_settings
+from connector.errors import ConfigError
+from connector.landing.sink import MirrorSink
+from connector.storage import is_remote, open_storage
+from connector.stream.source import kafka_jars, records_from_arrow, stream
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger("connector.run")
+
+
+class BatchWriter:
+    """The ``foreachBatch`` function: one micro-batch → the sink → metrics and one log line."""
+
+    def __init__(self, sink: MirrorSink, health: metrics.HealthState) -> None:
+        self.sink = sink
+        self.health = health
+        self.bad_lines = 0
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        """Publish micro-batch ``batch_id``; raising fails the query (Spark then retries it on restart)."""
+        started = time.monotonic()
+        try:
+            records, problems = records_from_arrow(frame.toArrow())
+            for problem in problems:
+                log.error("malformed input: %s", problem)
+            self.bad_lines += len(problems)
+            if problems:
+                metrics.SKIPPED.labels("malformed").inc(len(problems))
+            result = self.sink.process_batch(batch_id, records)
+        except Exception:
+            metrics.BATCHES.labels("failed").inc()
+            metrics.PUBLISH_ERRORS.labels("").inc()
+            self.health.set(False, f"batch {batch_id} failed")
+            raise
+        metrics.record_batch(result, self.sink.stopped_tables)
+        self.health.set(True, "running")
+        for table, reason in result.stopped.items():
+            log.error("table stopped table=%s reason=%s", table, reason)
+        log.info(
+            "%s",
+            orjson.dumps(
+                {
+                    "event": "batch",
+                    "batch_id": batch_id,
+                    "records": result.records,
+                    "tables": len(result.tables),
+                    "rows": result.rows,
+                    "files": result.files,
+                    "skipped": result.skipped.total(),
+                    "already_committed": result.already_committed,
+                    "duration_s": round(time.monotonic() - started, 3),
+                }
+            ).decode(),
+        )
+
+
+def spark_session(settings: ConnectorSettings) -> SparkSession:
+    """A Spark session for the job; Kafka connector jars only when reading Kafka."""
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName("debezium-fabric-mirror")
+        .master(settings.spark.master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+    )
+    if settings.source.kind == "kafka":
+        builder = builder.config("spark.jars", ",".join(kafka_jars()))
+    for key, value in settings.spark.conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def offsets_behind(progress: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(topic, partition, offsets behind) from a Kafka source's progress: latestOffset − endOffset."""
+    out = []
+    for source in progress.get("sources", []):
+        latest = _offsets(source.get("latestOffset"))
+        end = _offsets(source.get("endOffset"))
+        for topic, partitions in latest.items():
+            for partition, offset in partitions.items():
+                done = end.get(topic, {}).get(partition, 0)
+                out.append((topic, int(partition), max(0, int(offset) - int(done))))
+    return out
+
+
+def _offsets(raw: Any) -> dict[str, dict[str, int]]:
+    if isinstance(raw, str):
+        try:
+            raw = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return {}
+    return raw if isinstance(raw, dict) and all(isinstance(v, dict) for v in raw.values()) else {}
+
+
+def run(settings: ConnectorSettings) -> int:
+    """Run the service until stopped (or, with ``available-now``, until caught up)."""
+    if is_remote(settings.checkpoint):
+        msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
+        raise ConfigError(msg)
+    health = metrics.HealthState()
+    if settings.metrics.port:
+        server = metrics.serve(settings.metrics.port, health)
+        log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
+    landing = open_storage(settings.landing_zone.url, settings.landing_zone.credential)
+    checkpoint = Path(settings.checkpoint)
+    sink = MirrorSink(landing, open_storage(str(checkpoint)), settings.mirror)
+    completed = sink.recover()
+    metrics.set_stopped(sink.stopped_tables)
+    log.info(
+        "starting source=%s topics=%s landing_zone=%s checkpoint=%s trigger=%s kafka_options=%s recovered_batches=%d",
+        settings.source.kind,
+        settings.source.topics,
+        landing.url,
+        checkpoint,
+        settings.trigger,
+        settings.source.redacted_kafka_options(),
+        completed,
+    )
+    spark = spark_session(settings)
+    writer = stream(spark, settings).writeStream.foreachBatch(BatchWriter(sink, health))
+    writer = writer.option("checkpointLocation", str(checkpoint / "spark"))
+    if settings.trigger == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=settings.trigger)
+    query = writer.start()
+    health.set(True, "running")
+    stop = _stop_on_signals(query)
+    try:
+        _watch(query)
+    finally:
+        stop()
+    health.set(False, "stopped")
+    stopped = sink.stopped_tables
+    for table, reason in sorted(stopped.items()):
+        log.error("table stopped: %s: %s", table, reason)
+    spark.stop()
+    return 1 if stopped else 0
+
+
+def _watch(query: StreamingQuery) -> None:
+    """Wait for the query, publishing Kafka lag and a progress line while a backlog is caught up."""
+    last_batch = -1
+    while not query.awaitTermination(5):
+        progress = query.lastProgress
+        if not progress or progress.get("batchId", -1) == last_batch:
+            continue
+        last_batch = progress["batchId"]
+        behind = offsets_behind(progress)
+        metrics.record_offsets_behind(behind)
+        total = sum(count for _, _, count in behind)
+        if total:
+            log.info(
+                "catching up: %d offsets behind over %d partitions, %.0f records/s",
+                total,
+                len(behind),
+                progress.get("processedRowsPerSecond") or 0.0,
+            )
+    exception = query.exception()
+    if exception is not None:
+        msg = f"streaming query failed: {exception}"
+        raise RuntimeError(msg)
+
+
+def _stop_on_signals(query: StreamingQuery) -> Any:
+    """SIGTERM/SIGINT stop the query between batches (Kubernetes sends SIGTERM before killing)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        log.warning("signal %d: stopping after the current batch", signum)
+        query.stop()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
+
+
+def run_from_args(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    """``run`` with CLI flags layered over the environment and the YAML file."""
+    flags = {
+        "source.bootstrap_servers": args.bootstrap_servers,
+        "source.topics": args.topics,
+        "source.path": args.source_path,
+        "source.max_offsets_per_trigger": args.max_offsets_per_trigger,
+        "source.starting_offsets": args.starting_offsets,
+        "landing_zone.url": args.landing_zone,
+        "checkpoint": args.checkpoint,
+        "trigger": args.trigger,
+        "metrics.port": args.metrics_port,
+        "spark.master": args.spark_master,
+        **overrides,
+    }
+    if args.bootstrap_servers:
+        flags["source.kind"] = "kafka"
+    return run(load_settings(args.config, **flags))

@@ -1,0 +1,108 @@
+"""Spark sources: Spark's own Kafka source, or a folder of kcat ``-J`` dumps (the embedded default).
+
+Both end as the same thing in ``foreachBatch``: an Arrow table of records that ``records_from_arrow``
+turns into ``KafkaRecord`` objects for the core.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pyarrow as pa
+
+from connector.config import ConnectorSettings, SourceSettings
+from connector.errors import ConfigError
+from connector.events import KafkaRecord
+from connector.kcat import record_from_kcat
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SAMPLE_EVENTS = Path(__file__).resolve().parent.parent / "sample"
+_REPO_JARS = Path(__file__).resolve().parents[2] / ".cache" / "jars" / "spark-kafka"
+
+
+def kafka_jars() -> list[str]:
+    """Spark's Kafka connector jars: ``CONNECTOR_SPARK_JARS_DIR`` (the image), else the repo's cache."""
+    folder = Path(os.environ.get("CONNECTOR_SPARK_JARS_DIR", str(_REPO_JARS)))
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    if not jars:
+        msg = (
+            f"no Spark Kafka connector jars in {folder}; run `deploy/local/fetch-jars.sh spark-kafka` "
+            "or set CONNECTOR_SPARK_JARS_DIR"
+        )
+        raise ConfigError(msg)
+    return jars
+
+
+def source_path(source: SourceSettings) -> str:
+    """Folder of kcat dumps for the file source (the packaged sample when none is configured)."""
+    path = Path(source.path) if source.path else SAMPLE_EVENTS
+    if not path.is_dir():
+        msg = f"source.path {path} is not a folder of kcat -J files"
+        raise ConfigError(msg)
+    return str(path.resolve())
+
+
+def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
+    """The streaming DataFrame of records, Kafka or files."""
+    source = settings.source
+    if source.kind == "files":
+        from pyspark.sql import functions as func
+
+        lines = spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(source_path(source))
+        return lines.select(func.col("value").alias("line"), func.input_file_name().alias("file"))
+    if not source.bootstrap_servers:
+        msg = "source.bootstrap_servers is required for source.kind=kafka (--bootstrap-servers)"
+        raise ConfigError(msg)
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", source.bootstrap_servers)
+        .option("subscribePattern", source.topics)
+        .option("startingOffsets", source.starting_offsets)
+        .option("includeHeaders", "true")
+        # A gap in a topic (retention deleted unread records) must stop the job, not skip silently.
+        .option("failOnDataLoss", "true")
+    )
+    if source.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", source.max_offsets_per_trigger)
+    for key, value in source.resolved_kafka_options().items():
+        reader = reader.option(key, value)
+    return reader.load().select("topic", "partition", "offset", "key", "value", "headers")
+
+
+def records_from_arrow(table: pa.Table) -> tuple[list[KafkaRecord], list[str]]:
+    """Records of one micro-batch, and the problems of lines that are not kcat records (file source)."""
+    if "line" in table.column_names:
+        return _records_from_lines(table)
+    topics = table.column("topic").to_pylist()
+    partitions = table.column("partition").to_pylist()
+    offsets = table.column("offset").to_pylist()
+    keys = table.column("key").to_pylist()
+    values = table.column("value").to_pylist()
+    headers = table.column("headers").to_pylist()
+    records = [
+        KafkaRecord(t, p, o, k, v, tuple((h["key"], h["value"]) for h in hs) if hs else ())
+        for t, p, o, k, v, hs in zip(topics, partitions, offsets, keys, values, headers, strict=True)
+    ]
+    return records, []
+
+
+def _records_from_lines(table: pa.Table) -> tuple[list[KafkaRecord], list[str]]:
+    records: list[KafkaRecord] = []
+    problems: list[str] = []
+    for line, file in zip(table.column("line").to_pylist(), table.column("file").to_pylist(), strict=True):
+        if not line or not line.strip():
+            continue
+        try:
+            obj: Any = orjson.loads(line)
+            if not isinstance(obj, dict):
+                msg = "not a JSON object"
+                raise ValueError(msg)
+            records.append(record_from_kcat(obj))
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            problems.append(f"{file}: line is not a kcat -J record ({exc}): {line[:80]!r}")
+    return records, problems
