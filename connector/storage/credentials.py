@@ -115,6 +115,11 @@ class StorageScopedCredential:
             raise ValueError(msg)
         return self._inner.get_token(*scopes, claims=claims, tenant_id=tenant_id, enable_cae=enable_cae, **kwargs)
 
+    @property
+    def wrapped(self) -> TokenCredential:
+        """The azure-identity credential inside, for diagnostics (which kind was chosen)."""
+        return self._inner
+
     def close(self) -> None:
         """Release the wrapped credential's HTTP sessions, when it has any."""
         close = getattr(self._inner, "close", None)

@@ -70,7 +70,6 @@ TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # Error codes (x-ms-error-code) that mean the container / workspace itself is missing, as opposed to a
 # path inside it. Blob-endpoint calls say ContainerNotFound, DFS calls FilesystemNotFound.
 _FILESYSTEM_MISSING = frozenset({"FilesystemNotFound", "ContainerNotFound"})
-_SOURCE_MISSING = frozenset({"SourcePathNotFound", "PathNotFound", "BlobNotFound"})
 _PARENT_MISSING = "RenameDestinationParentPathNotFound"
 
 # One append carries at most this much; larger files are sent as consecutive appends before one flush.
@@ -359,8 +358,8 @@ class OneLakeStorage(Storage):
             location: Where the root folder lives (see ``parse_location``).
             identity: The credential and its log-safe description.
             retry: Backoff and timeout settings; defaults suit OneLake throttling.
-            ca_bundle: PEM file of extra trusted CAs, for TLS-inspecting proxies or private endpoints;
-                the system trust store otherwise.
+            ca_bundle: PEM bundle of the CAs to trust instead of the default store, for TLS-inspecting
+                proxies or private endpoints with an internal CA.
         """
         self.location = location
         self.identity = identity
@@ -550,8 +549,10 @@ class OneLakeStorage(Storage):
             try:
                 self._upload(temp, data, fingerprint)
                 self._rename(temp, full, fingerprint, overwrite=overwrite, source=None, destination=path)
-            except BaseException:
-                self._discard(temp)
+            except BaseException as err:
+                # When the service is down, a full retry budget here would double the time to report
+                # the real error: try once, and leave the rest to cleanup_temporary.
+                self._discard(temp, retries=1 if _is_transient(err) else None)
                 raise
 
     def _upload(self, full: str, data: bytes, fingerprint: _Fingerprint) -> None:
@@ -639,13 +640,15 @@ class OneLakeStorage(Storage):
         md5 = props.content_settings.content_md5
         return _Fingerprint(int(props.size or 0), bytes(md5) if md5 else None)
 
-    def _discard(self, full: str) -> None:
+    def _discard(self, full: str, retries: int | None = None) -> None:
         """Delete a temporary file, best effort: ``cleanup_temporary`` catches what this misses."""
+        options: dict[str, Any] = {} if retries is None else {"retry_total": retries}
         try:
-            self._fs.get_file_client(full).delete_file()
+            self._fs.get_file_client(full).delete_file(**options)
         except (AzureError, OSError) as err:
             if not isinstance(err, ResourceNotFoundError):
-                _LOG.warning("could not delete temporary file %s/%s: %s", self.url, full, type(err).__name__)
+                where = self._display(self._relative(full))
+                _LOG.warning("could not delete temporary file %s: %s", where, type(err).__name__)
 
     def _full(self, path: str) -> str:
         rel = path.strip("/")
@@ -727,6 +730,13 @@ class OneLakeStorage(Storage):
                 "and item may be GUIDs or names like Sales.MountedRelationalDatabase."
             )
         return "Check the URL: storage account, container and folder (the account needs hierarchical namespace)."
+
+
+def _is_transient(err: BaseException) -> bool:
+    """Whether an SDK error is the kind retries are for (and so the service is struggling)."""
+    if isinstance(err, (ServiceRequestError, ServiceResponseError)):
+        return True
+    return isinstance(err, HttpResponseError) and err.status_code in TRANSIENT_STATUSES
 
 
 def _code(err: AzureError) -> str:

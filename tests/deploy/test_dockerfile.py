@@ -2,8 +2,9 @@
 
 `test_replay_dockerfile_run_steps` executes every RUN step of deploy/Dockerfile, in order, with the build
 context and COPY instructions emulated under a temporary root. Commands are run as written by /bin/sh; only
-absolute image paths are moved under that root and three tools are wrapped: `apt-get update` is skipped and
-`apt-get install` becomes `--simulate` (this machine's packages stay as they are), and groupadd/useradd get
+absolute image paths are moved under that root (so `rm -rf /var/lib/apt/lists/*` cannot touch this
+machine) and three tools are wrapped: `apt-get install` becomes `apt-get install --simulate` (this
+machine's packages stay as they are; `apt-get update` runs for real), and groupadd/useradd get
 `--prefix <root>`. ENV is not applied to RUN steps (PIP_NO_CACHE_DIR would defeat the local pip cache).
 """
 
@@ -22,7 +23,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, run
+
+from tests.deploy.tooling import REPO, run
 
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 ENTRYPOINT = REPO / "deploy" / "image" / "entrypoint.sh"
@@ -269,7 +271,7 @@ def make_shims(shims: Path, root: Path) -> None:
     _stub(
         shims / "apt-get",
         'case "$1" in\n'
-        '  update) echo "replay: apt-get update skipped"; exit 0 ;;\n'
+        "  update) exec /usr/bin/apt-get update -qq ;;\n"
         '  install) shift; exec /usr/bin/apt-get install --simulate "$@" ;;\n'
         '  *) echo "replay: unexpected apt-get $1" >&2; exit 1 ;;\n'
         "esac\n",

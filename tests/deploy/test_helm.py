@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
-from conftest import CHART, CI_VALUES, PROMETHEUS_DIR, Render, run
+
+from tests.deploy.tooling import CHART, CI_VALUES, PROMETHEUS_DIR, Render, run
 
 # Oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest bundled schema set.
 K8S_VERSIONS = ("1.27", kubernetes_validate.latest_version())
@@ -28,7 +29,8 @@ ci = pytest.mark.parametrize("values", CI_VALUES, ids=[p.name for p in CI_VALUES
 
 
 def ci_file(name: str) -> Path:
-    return CHART / "ci" / name
+    path: Path = CHART / "ci" / name
+    return path
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

@@ -6,10 +6,11 @@ import json
 import re
 from pathlib import Path
 
-import promql_catalog
 import pytest
 import yaml
-from conftest import CHART, DASHBOARD, PROMETHEUS_DIR, REPO, run
+
+from tests.deploy import promql_catalog
+from tests.deploy.tooling import CHART, DASHBOARD, PROMETHEUS_DIR, REPO, run
 
 RULES = PROMETHEUS_DIR / "rules.yml"
 RULES_TEST = PROMETHEUS_DIR / "rules_test.yml"

@@ -1,7 +1,15 @@
-"""Fixtures for the storage suites: the DFS test double and a ``storage`` fixture over both backends."""
+"""Fixtures for the storage suites: the DFS test double and a ``storage`` fixture over every backend.
+
+``storage`` runs the contract against local disk, against ``OneLakeStorage`` on the DFS test double,
+and, opt-in, against a real OneLake / ADLS Gen2 folder: set ``ONELAKE_TEST_URL`` to a scratch folder
+(a Lakehouse ``Files/...`` folder, not a live landing zone: each test creates and deletes a
+``contract-<id>`` folder there) and ``ONELAKE_TEST_CREDENTIAL`` to a credential kind (default
+``default``, with the usual ``AZURE_*`` variables).
+"""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -9,9 +17,10 @@ import pytest
 
 from connector.storage.base import Storage
 from connector.storage.local import LocalStorage
+from connector.storage.onelake import open_onelake
 from tests.support.dfs_server import DfsTestServer, make_onelake_storage
 
-BACKENDS = ["local", "onelake"]
+BACKENDS = ["local", "onelake", "onelake-live"]
 
 
 @pytest.fixture(scope="session")
@@ -35,9 +44,12 @@ def unique_root() -> str:
 
 @pytest.fixture(params=BACKENDS)
 def storage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
-    """The same empty landing zone, on local disk and on OneLake (the DFS test double)."""
+    """The same empty landing zone on each backend."""
     if request.param == "local":
         yield LocalStorage(tmp_path_factory.mktemp("landing"))
+        return
+    if request.param == "onelake-live":
+        yield from _live_storage()
         return
     server: DfsTestServer = request.getfixturevalue("dfs_server")
     backend = make_onelake_storage(server, unique_root())
@@ -45,3 +57,19 @@ def storage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         yield backend
     finally:
         backend.close()
+
+
+def _live_storage() -> Iterator[Storage]:
+    url = os.environ.get("ONELAKE_TEST_URL", "").rstrip("/")
+    if not url:
+        pytest.skip("live OneLake run: set ONELAKE_TEST_URL (a scratch folder) and credentials")
+    kind = os.environ.get("ONELAKE_TEST_CREDENTIAL", "default")
+    folder = f"contract-{uuid.uuid4().hex[:12]}"
+    parent = open_onelake(url, kind)
+    backend = open_onelake(f"{url}/{folder}", kind)
+    try:
+        yield backend
+    finally:
+        backend.close()
+        parent.delete_tree(folder)
+        parent.close()

@@ -10,6 +10,7 @@ import os
 import pickle
 import random
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -70,6 +71,12 @@ FAULTY_RETRY = replace(FAST_RETRY, max_retries=12, read_timeout=0.4)
 
 def temporary_files(server: DfsTestServer) -> list[str]:
     return [p for p in iter_files(server, FS) if p.rsplit("/", 1)[-1].startswith("_tmp_")]
+
+
+def wrapped(identity: StorageIdentity) -> object:
+    """The azure-identity credential ``build_credential`` chose."""
+    assert isinstance(identity.credential, StorageScopedCredential)
+    return identity.credential.wrapped
 
 
 def secret_identity() -> StorageIdentity:
@@ -243,7 +250,7 @@ def test_403_fails_fast_naming_path_and_identity_but_never_the_secret(faulty_dfs
     storage = make_onelake_storage(server, ROOT, identity=secret_identity())
     storage.create("_staging/s", b"x")
     server.set_faults(deny_all=True)
-    operations = {
+    operations: dict[str, Callable[[], object]] = {
         "create": lambda: storage.create("t/00000000000000000001.parquet", b"x"),
         "replace": lambda: storage.replace("_state/ledger.json", b"{}"),
         "read": lambda: storage.read_bytes("t/00000000000000000001.parquet"),
@@ -300,7 +307,7 @@ def test_a_credential_that_cannot_get_a_token_fails_fast(dfs_server: DfsTestServ
 def test_missing_filesystem_fails_fast_with_a_hint(dfs_server: DfsTestServer) -> None:
     location = parse_location(dfs_server.location_url("no-such-workspace", ROOT))
     storage = OneLakeStorage(location, fake_identity(), FAST_RETRY, ca_bundle=dfs_server.ca_file)
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "check": storage.check,
         "size": lambda: storage.size("t/f"),
         "list": lambda: storage.list_dir("t"),
@@ -502,11 +509,11 @@ def test_credential_config_never_shows_the_secret() -> None:
 
 def test_client_secret_from_environment_or_file(tmp_path: Path) -> None:
     identity = build_credential(CredentialConfig(kind="client_secret"), environ={**ENV, "AZURE_CLIENT_SECRET": SECRET})
-    assert isinstance(identity.credential._inner, ClientSecretCredential)  # noqa: SLF001
+    assert isinstance(wrapped(identity), ClientSecretCredential)
     secret_file = tmp_path / "secret"
     secret_file.write_text(SECRET + "\n")
     from_file = build_credential(CredentialConfig(kind="client_secret", client_secret_file=secret_file), environ=ENV)
-    assert isinstance(from_file.credential._inner, ClientSecretCredential)  # noqa: SLF001
+    assert isinstance(wrapped(from_file), ClientSecretCredential)
 
 
 def test_client_secret_problems_name_the_setting_not_the_value(tmp_path: Path) -> None:
@@ -550,7 +557,7 @@ def test_client_certificate(tmp_path: Path) -> None:
     pem = tmp_path / "sp.pem"
     pem.write_bytes(rsa_certificate_pem())
     identity = build_credential(CredentialConfig(kind="client_certificate", certificate_path=pem), environ=ENV)
-    assert isinstance(identity.credential._inner, CertificateCredential)  # noqa: SLF001
+    assert isinstance(wrapped(identity), CertificateCredential)
     assert identity.description == f"client_certificate (tenant {TENANT}, client id {CLIENT})"
     with pytest.raises(ValueError, match="does not exist"):
         build_credential(CredentialConfig(kind="client_certificate", certificate_path=tmp_path / "nope"), environ=ENV)
@@ -564,16 +571,16 @@ def test_workload_managed_and_default_identities(tmp_path: Path) -> None:
     workload = build_credential(
         CredentialConfig(kind="workload_identity"), environ={**ENV, "AZURE_FEDERATED_TOKEN_FILE": str(token_file)}
     )
-    assert isinstance(workload.credential._inner, WorkloadIdentityCredential)  # noqa: SLF001
+    assert isinstance(wrapped(workload), WorkloadIdentityCredential)
     with pytest.raises(ValueError, match="AZURE_FEDERATED_TOKEN_FILE"):
         build_credential(CredentialConfig(kind="workload_identity"), environ=ENV)
     system = build_credential(CredentialConfig(kind="managed_identity"), environ={})
-    assert isinstance(system.credential._inner, ManagedIdentityCredential)  # noqa: SLF001
+    assert isinstance(wrapped(system), ManagedIdentityCredential)
     assert system.description == "managed_identity"
     user = build_credential(CredentialConfig(kind="managed_identity", client_id=CLIENT), environ={})
     assert user.description == f"managed_identity (client id {CLIENT})"
     default = build_credential(CredentialConfig(), environ={})
-    assert isinstance(default.credential._inner, DefaultAzureCredential)  # noqa: SLF001
+    assert isinstance(wrapped(default), DefaultAzureCredential)
     default.close()
 
 
