@@ -19,6 +19,7 @@ from connector.errors import TableStopped
 from connector.events import RowMarker
 
 Row = dict[str, Any]
+NEW_KEY_HEADER = "__debezium.newkey"
 KeyTuple = tuple[Any, ...]
 
 
@@ -144,8 +145,28 @@ class RowMarkerMapper:
             if row.get(column) is None and column in key:
                 row[column] = key[column]
         if self.toast_store is not None:
-            self.toast_store.remove(key_tuple(row, self.key_columns))
+            old_key = key_tuple(row, self.key_columns)
+            new_key = self._new_key(event)
+            remembered = self.toast_store.get(old_key)
+            if new_key is not None and remembered:
+                # A primary-key update: Debezium's create for the new key carries unchanged TOASTed
+                # columns as placeholders, so what was written for the old key moves to the new one.
+                self.toast_store.put(key_tuple(new_key, self.key_columns), remembered)
+            self.toast_store.remove(old_key)
         return row
+
+    @staticmethod
+    def _new_key(event: ChangeEvent) -> dict[str, Any] | None:
+        for name, value in event.record.headers:
+            if name == NEW_KEY_HEADER and value:
+                try:
+                    parsed = orjson.loads(value)
+                except orjson.JSONDecodeError:
+                    return None
+                if isinstance(parsed, dict) and "payload" in parsed and "schema" in parsed:
+                    parsed = parsed["payload"]
+                return parsed if isinstance(parsed, dict) else None
+        return None
 
     def _is_placeholder(self, value: Any) -> bool:
         return isinstance(value, (str, list)) and value in self._placeholders

@@ -333,6 +333,7 @@ def test_k8s_spark_mode(render: Render) -> None:
     assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == sa_name
     assert conf["spark.kubernetes.executor.podTemplateFile"] == "/etc/connector/config/executor-pod-template.yaml"
     assert conf["spark.executor.instances"] == "4"
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,45}[a-z0-9])?", conf["spark.kubernetes.executor.podNamePrefix"])
     assert conf["spark.sql.shuffle.partitions"] == "16"  # user conf is passed through as a string
 
     template = executor_template(objects)

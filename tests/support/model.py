@@ -158,6 +158,6 @@ def replayed_rows(tables: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     keys = {"public.customers": ("id",), "sales.orders": ("order_id", "line")}
     out = {}
     for name, table in tables.items():
-        rows = table.to_pylist()
-        out[name] = sorted(rows, key=lambda r, k=keys.get(name, ()): tuple(r[c] for c in k))
+        key = keys.get(name, ())
+        out[name] = sorted(table.to_pylist(), key=lambda r: tuple(r[c] for c in key))
     return out

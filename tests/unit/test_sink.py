@@ -531,3 +531,25 @@ def test_foreign_file_ahead_of_the_ledger_stops_the_table(tmp_path: Path) -> Non
     result = make_sink(tmp_path).process_batch(1, [t.record("c", None, row(2))])
     assert "another writer" in result.stopped["public.customers"]
     assert (folder / "00000000000000000002.parquet").read_bytes() == b"someone else"
+
+
+def test_keep_last_follows_a_primary_key_update(tmp_path: Path) -> None:
+    """Real Postgres: the create for the new key has the unchanged TOASTed column as a placeholder."""
+    t = customers()
+    sink = make_sink(tmp_path, toast_policy="keep-last")
+    sink.process_batch(0, [t.record("c", None, row(1, "kept"))])
+    sink.process_batch(
+        1,
+        [
+            t.record("d", {"id": 1}, None, headers=(("__debezium.newkey", b'{"id":2}'),)),
+            t.tombstone({"id": 1}),
+        ],
+    )
+    make_sink(tmp_path, toast_policy="keep-last").process_batch(
+        2, [t.record("c", None, {**row(2), "name": PLACEHOLDER}, headers=(("__debezium.oldkey", b'{"id":1}'),))]
+    )
+    assert [(r["id"], r["name"], r["__rowMarker__"]) for r in read_rows(tmp_path)] == [
+        (1, "kept", 0),
+        (1, None, 2),
+        (2, "kept", 0),
+    ]

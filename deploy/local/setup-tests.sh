@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh machine, idempotently:
+#   Debian packages (PostgreSQL for the end-to-end stack, Prometheus for promtool and the server),
+#   the project in .venv with its test extras, the jar sets from Maven Central (Kafka broker,
+#   Spark's Kafka source, Kafka Connect + Debezium) and helm built from the Go module proxy.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "${REPO_ROOT}"
+log() { printf '[setup-tests] %s\n' "$*" >&2; }
+
+missing=()
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql postgresql-contrib)
+command -v promtool >/dev/null || missing+=(prometheus)
+if ((${#missing[@]})); then
+  log "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Installing postgresql must not create and start a default cluster: the stack makes its own.
+  mkdir -p /etc/postgresql-common
+  if ! grep -qs '^create_main_cluster *= *false' /etc/postgresql-common/createcluster.conf; then
+    echo 'create_main_cluster = false' >>/etc/postgresql-common/createcluster.conf
+  fi
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  log "creating .venv"
+  python3 -m venv .venv
+fi
+log "pip install -e .[test]"
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e ".[test]"
+
+log "jar sets from Maven Central"
+bash deploy/local/fetch-jars.sh kafka spark-kafka connect-debezium
+
+log "helm and promtool"
+bash deploy/local/tools.sh all
+log "ready"
