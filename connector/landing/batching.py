@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from connector.debezium.types import ColumnType, ConversionError, column_type_from_value, to_arrow, type_name
 from connector.errors import TableStopped
-from connector.events import ROW_MARKER_COLUMN, KafkaRecord, RowMarker
+from connector.events import ROW_MARKER_COLUMN, KafkaRecord
 from connector.landing.rowmarker import Row
 
 MARKER_TYPE = pa.int32()
@@ -30,7 +30,6 @@ class TableBatch:
     markers: list[int] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     records: list[KafkaRecord] = field(default_factory=list)
-    ops: dict[str, int] = field(default_factory=dict)
     columns: dict[str, ColumnType] = field(default_factory=dict)
     snapshot_only: bool = True
     max_source_ts_ms: int | None = None
@@ -56,12 +55,6 @@ class TableBatch:
                     "folder and reload the table (re-snapshot) to recover",
                 )
         self._last_schema = schema
-
-    def add(self, marker: RowMarker, row: Row, record: KafkaRecord) -> None:
-        """Append one marked row."""
-        self.markers.append(int(marker))
-        self.rows.append(row)
-        self.records.append(record)
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -173,7 +173,8 @@ class RowMarkerMapper:
 
     def _fill_placeholders(self, event: ChangeEvent, after: Row, before: Row | None) -> Row:
         value = event.record.value or b""
-        if not any(marker in value for marker in self._raw_markers):
+        text_marker, base64_marker = self._raw_markers
+        if text_marker not in value and base64_marker not in value:
             return after  # the cheap byte test rules out placeholders for almost every event
         filled = dict(after)
         remembered: Row | None = None

@@ -172,26 +172,30 @@ class MirrorSink:
                 result.skipped.add("table_stopped")
                 continue
             refs.setdefault(tid, ref)
-            table_result = result.table(tid)
-            table_result.events[decoded.op] = table_result.events.get(decoded.op, 0) + 1
+            op = decoded.op
+            counts = result.table(tid).events
+            counts[op] = counts.get(op, 0) + 1
             try:
-                if decoded.op == "t":
+                if op == "t":
                     self._truncate(tid, decoded, batches, recreate, result)
                     continue
                 batch = batches.get(tid)
                 if batch is None:
                     batch = batches[tid] = TableBatch(tid, self._key_columns(tid, decoded))
                     mappers[tid] = self._mapper(tid, batch.key_columns, decoded)
-                if not settings.key_columns and decoded.key_fields != batch.key_columns:
+                if decoded.key_fields != batch.key_columns and not settings.key_columns:
                     self._key_changed(batch, decoded)
-                batch.merge_columns(decoded.columns, record)
+                if decoded.columns is not None:
+                    batch.merge_columns(decoded.columns, record)
                 for marker, row in mappers[tid].rows(decoded):
-                    batch.add(marker, row, record)
-                if decoded.op != "r":
+                    batch.markers.append(marker)
+                    batch.rows.append(row)
+                    batch.records.append(record)
+                if op != "r":
                     batch.snapshot_only = False
-                if decoded.ts_ms is not None:
-                    batch.max_source_ts_ms = max(batch.max_source_ts_ms or 0, decoded.ts_ms)
-                    result.max_source_ts_ms = max(result.max_source_ts_ms or 0, decoded.ts_ms)
+                ts_ms = decoded.ts_ms
+                if ts_ms is not None and (batch.max_source_ts_ms is None or ts_ms > batch.max_source_ts_ms):
+                    batch.max_source_ts_ms = ts_ms
                 position = (record.topic, record.partition)
                 if last_offsets.get(position, -1) > record.offset:
                     unordered.add(tid)
@@ -200,6 +204,9 @@ class MirrorSink:
                 stopped[tid] = exc.reason
                 log.error("%s", exc)
                 # Rows before the poison event stay: they are correct, and the mirror keeps them.
+        for batch in batches.values():
+            if batch.max_source_ts_ms is not None:
+                result.max_source_ts_ms = max(result.max_source_ts_ms or 0, batch.max_source_ts_ms)
         for tid in unordered:
             if tid in batches:
                 _sort_by_position(batches[tid])

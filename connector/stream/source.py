@@ -71,7 +71,13 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
         reader = reader.option("maxOffsetsPerTrigger", source.max_offsets_per_trigger)
     for key, value in source.resolved_kafka_options().items():
         reader = reader.option(key, value)
-    return reader.load().select("topic", "partition", "offset", "key", "value", "headers")
+    from pyspark.sql import functions as func
+
+    # Only Debezium's key-change header is used; the others (__debezium.context.*) would only cost transfer.
+    headers = func.filter(
+        "headers", lambda h: h["key"].startswith("__debezium.") & ~h["key"].startswith("__debezium.context.")
+    )
+    return reader.load().select("topic", "partition", "offset", "key", "value", headers.alias("headers"))
 
 
 def records_from_arrow(table: pa.Table) -> tuple[list[KafkaRecord], list[str]]:

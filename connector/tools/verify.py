@@ -122,7 +122,7 @@ def _normalise(value: Any, arrow: pa.DataType | None) -> Any:
     if isinstance(value, Decimal):
         return value.normalize() if value else Decimal(0)
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.timezone.utc)
+        return value.astimezone(dt.UTC)
     return value
 
 

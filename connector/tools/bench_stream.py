@@ -1,0 +1,187 @@
+"""``bench stream``: Kafka topic → streaming job → local landing zone, beside two raw limits.
+
+(a) a plain confluent-kafka consumer reading the same topic and decoding nothing, and (b) pyarrow alone
+writing the same rows as Parquet. The job's rate is events over the streaming query's wall time
+(Spark's session start-up is excluded, reading Kafka and every batch are included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from connector.config import load_settings
+from connector.landing.sink import MirrorSink
+from connector.metrics import HealthState
+from connector.storage import LocalStorage
+from connector.tools.bench import BENCH_TOPIC, generated_events
+
+_KAFKA_SH = Path(__file__).resolve().parents[2] / "deploy" / "local" / "kafka.sh"
+
+
+def current_rss_mb() -> float:
+    """Resident memory of this process now (not the peak)."""
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _start_broker(state_dir: str) -> str:
+    result = subprocess.run(
+        ["bash", str(_KAFKA_SH), "start"],
+        env={**os.environ, "STATE_DIR": state_dir},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return result.stdout.strip().split("=", 1)[1]
+
+
+def _stop_broker(state_dir: str) -> None:
+    subprocess.run(
+        ["bash", str(_KAFKA_SH), "stop"], env={**os.environ, "STATE_DIR": state_dir}, check=False, timeout=120
+    )
+
+
+def _fill(bootstrap: str, topic: str, events: int, partitions: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(60)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "compression.type": "lz4",
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    for count, record in enumerate(generated_events(events, False, partitions), start=1):
+        while True:
+            try:
+                producer.produce(topic, record.value, record.key, partition=record.partition)
+                break
+            except BufferError:
+                producer.poll(0.5)
+        if count % 50_000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+
+
+def consumer_limit(bootstrap: str, topic: str, events: int) -> float:
+    """(a) Records/s of a plain consumer that decodes nothing."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    seen = 0
+    started = None
+    while seen < events:
+        batch = consumer.consume(10_000, timeout=5)
+        if not batch:
+            continue
+        started = started or time.perf_counter()
+        seen += sum(1 for m in batch if m.error() is None)
+    elapsed = time.perf_counter() - (started or time.perf_counter())
+    consumer.close()
+    return seen / elapsed if elapsed else float("inf")
+
+
+def writer_limit(events: int, batch: int, folder: str) -> float:
+    """(b) Rows/s of pyarrow alone writing the same 10-column rows as snappy Parquet, batch by batch."""
+    stream = generated_events(events, False)
+    elapsed = 0.0
+    import orjson
+
+    for number in itertools.count():
+        chunk = [orjson.loads(r.value or b"{}").get("after") or {"id": 0} for r in itertools.islice(stream, batch)]
+        if not chunk:
+            break
+        table = pa.Table.from_pylist(chunk)
+        started = time.perf_counter()
+        pq.write_table(table, f"{folder}/{number:020d}.parquet", compression="snappy")
+        elapsed += time.perf_counter() - started
+    return events / elapsed
+
+
+def bench_stream(args: argparse.Namespace) -> int:
+    """Run the benchmark and print its figures; the last line is the one the README records."""
+    from connector.stream.job import BatchWriter, spark_session
+    from connector.stream.source import stream
+
+    events, partitions = args.events, args.partitions
+    topic = f"{BENCH_TOPIC}.{uuid.uuid4().hex[:6]}"
+    with tempfile.TemporaryDirectory(prefix="bench-stream-") as scratch:
+        broker_state = f"{scratch}/kafka"
+        bootstrap = args.bootstrap_servers or _start_broker(broker_state)
+        try:
+            _fill(bootstrap, topic, events, partitions)
+            limit_a = consumer_limit(bootstrap, topic, events)
+            os.makedirs(f"{scratch}/raw")
+            limit_b = writer_limit(events, args.max_offsets_per_trigger, f"{scratch}/raw")
+            settings = load_settings(
+                None,
+                **{
+                    "source.kind": "kafka",
+                    "source.bootstrap_servers": bootstrap,
+                    "source.topics": topic.replace(".", r"\."),
+                    "source.max_offsets_per_trigger": args.max_offsets_per_trigger,
+                    "trigger": "available-now",
+                    "landing_zone.url": f"{scratch}/lz",
+                    "checkpoint": f"{scratch}/cp",
+                    "metrics.port": 0,
+                },
+            )
+            spark = spark_session(settings)
+            sink = MirrorSink(LocalStorage(f"{scratch}/lz"), LocalStorage(f"{scratch}/cp"), settings.mirror)
+            writer = BatchWriter(sink, HealthState())
+            rss: list[float] = []
+
+            def measured(frame, batch_id):  # type: ignore[no-untyped-def]
+                writer(frame, batch_id)
+                rss.append(current_rss_mb())
+
+            query = (
+                stream(spark, settings)
+                .writeStream.foreachBatch(measured)
+                .option("checkpointLocation", f"{scratch}/cp/spark")
+                .trigger(availableNow=True)
+            )
+            started = time.perf_counter()
+            query.start().awaitTermination()
+            elapsed = time.perf_counter() - started
+            spark.stop()
+        finally:
+            if not args.bootstrap_servers:
+                _stop_broker(broker_state)
+    rate = events / elapsed
+    print(
+        f"events={events} partitions={partitions} max_offsets_per_trigger={args.max_offsets_per_trigger} "
+        f"batches={len(rss)}"
+    )
+    if rss:
+        print(f"driver_rss_mb first_batch={rss[0]:.0f} max={max(rss):.0f} last_batch={rss[-1]:.0f}")
+    print(
+        f"events_per_second={rate:.0f} consumer_limit={limit_a:.0f} writer_limit={limit_b:.0f} "
+        f"ratio={rate / min(limit_a, limit_b):.2f}"
+    )
+    return 0

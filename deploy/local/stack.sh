@@ -1,0 +1,632 @@
+#!/usr/bin/env bash
+# Local end-to-end stack, no Docker: PostgreSQL (Debian packages) -> Debezium PostgreSQL connector in a
+# Kafka Connect distributed worker -> single-node KRaft Kafka (deploy/local/kafka.sh).
+#
+#   stack.sh up [--schemas a,b] [--init-sql FILE]
+#       start (or reuse) everything, run FILE against the database before the connector is registered
+#       (only the first time: never once the connector exists), register the connector, wait until the
+#       connector and its task are RUNNING and Debezium is streaming, then print exactly (stdout):
+#         postgres=postgresql://USER:PASSWORD@127.0.0.1:PORT/DB
+#         bootstrap.servers=127.0.0.1:PORT
+#         topics=REGEX                      (matches the captured tables' topics, Java and Python)
+#         connect=http://127.0.0.1:PORT
+#         connector=NAME
+#   stack.sh down               stop what this state dir started (Connect, Kafka, Postgres), by pid
+#   stack.sh status             one line per component; exit 0 when all run, 1 otherwise
+#   stack.sh restart-debezium   kill -9 the Connect worker and start it again with the same config
+#                               and offsets: Debezium re-sends from its last committed offset
+#   stack.sh env                print the `up` lines of a running stack again
+#
+# Everything except those lines goes to stderr. State (data, configs, logs, pid files) lives under
+# $STATE_DIR (default <repo>/.state): postgres/, kafka/, connect/, stack.env.
+#
+# Environment (defaults): STATE_DIR (<repo>/.state), JARS_DIR (<repo>/.cache/jars), PG_USER (mirror),
+# PG_DB (mirror), PG_PORT / CONNECT_PORT (free ones, kept across restarts), PG_OS_USER (postgres; the
+# account Postgres runs as when this script runs as root), TOPIC_PREFIX (dbserver1), CONNECTOR_NAME
+# (mirror-source), CONNECT_HEAP (768m), CONNECT_OFFSET_FLUSH_MS (10000: how often Connect commits
+# source offsets; a restart re-sends what came after the last commit), STACK_TIMEOUT (300 seconds per
+# wait), JAVA (java), PYTHON (python3).
+#
+# Pinned versions: Kafka 4.3.1 + Debezium 3.7.0.Final (deploy/local/maven/*/pom.xml, fetched by
+# fetch-jars.sh), PostgreSQL = the Debian release's `postgresql` package (15 on bookworm).
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$SCRIPT_DIR/../.." && pwd)
+STATE_DIR=$(realpath -m "${STATE_DIR:-$REPO_ROOT/.state}")
+JARS_DIR=${JARS_DIR:-$REPO_ROOT/.cache/jars}
+export JARS_DIR
+JAVA=${JAVA:-java}
+PYTHON=${PYTHON:-python3}
+TIMEOUT=${STACK_TIMEOUT:-300}
+
+PG_USER=${PG_USER:-mirror}
+PG_DB=${PG_DB:-mirror}
+PG_OS_USER=${PG_OS_USER:-postgres}
+TOPIC_PREFIX=${TOPIC_PREFIX:-dbserver1}
+CONNECTOR_NAME=${CONNECTOR_NAME:-mirror-source}
+CONNECT_HEAP=${CONNECT_HEAP:-768m}
+CONNECT_OFFSET_FLUSH_MS=${CONNECT_OFFSET_FLUSH_MS:-10000}
+SLOT_NAME=debezium_mirror
+PUBLICATION_NAME=dbz_mirror
+
+ENV_FILE=$STATE_DIR/stack.env
+PG_DIR=$STATE_DIR/postgres
+PG_DATA=$PG_DIR/data
+PG_LOG=$PG_DIR/postgres.log
+KAFKA_STATE=$STATE_DIR/kafka
+CONNECT_DIR=$STATE_DIR/connect
+CONNECT_CONFIG=$CONNECT_DIR/worker.properties
+CONNECT_LOG4J=$CONNECT_DIR/log4j2.properties
+CONNECT_PID=$CONNECT_DIR/connect.pid
+CONNECT_OUT=$CONNECT_DIR/connect.out
+CONNECTOR_JSON=$CONNECT_DIR/connector.json
+REGISTERED=$CONNECT_DIR/registered
+
+T0=$SECONDS
+log() { printf '[stack %3ds] %s\n' "$((SECONDS - T0))" "$*" >&2; }
+die() {
+  log "ERROR: $*"
+  exit 1
+}
+
+usage() {
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+# ---------------------------------------------------------------------------------------- helpers
+port_in_use() {
+  if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+    return 0
+  fi
+  if command -v ss >/dev/null 2>&1 && [[ -n $(ss -Htln "sport = :$1" 2>/dev/null) ]]; then
+    return 0
+  fi
+  return 1
+}
+
+# A free port below the Linux ephemeral range (same scheme as kafka.sh).
+free_port() {
+  local p i
+  for ((i = 0; i < 200; i++)); do
+    p=$((20000 + RANDOM % 12000))
+    port_in_use "$p" || {
+      echo "$p"
+      return 0
+    }
+  done
+  die "could not find a free port"
+}
+
+# stack.env holds the values that must survive restarts (ports, password, options). KEY=VALUE lines.
+env_get() {
+  [[ -f $ENV_FILE ]] || return 0
+  sed -n "s/^$1=//p" "$ENV_FILE" | tail -n 1
+}
+
+env_set() {
+  mkdir -p "$STATE_DIR"
+  local tmp
+  tmp=$(mktemp "$STATE_DIR/.stack.env.XXXXXX")
+  if [[ -f $ENV_FILE ]]; then
+    grep -v "^$1=" "$ENV_FILE" >"$tmp" || true
+  fi
+  printf '%s=%s\n' "$1" "$2" >>"$tmp"
+  chmod 600 "$tmp"
+  mv "$tmp" "$ENV_FILE"
+}
+
+# Is $1 a live process whose command line contains $2 (guards against pid reuse)?
+pid_matches() {
+  local pid=$1 needle=$2 cmdline
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  [[ $cmdline == *"$needle"* ]]
+}
+
+# Wait until pid $1 is gone, at most $2 tenths of a second.
+wait_gone() {
+  local i
+  for ((i = 0; i < $2; i++)); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  ! kill -0 "$1" 2>/dev/null
+}
+
+# ---------------------------------------------------------------------------------------- postgres
+pg_bindir() {
+  local d
+  d=$(find /usr/lib/postgresql -mindepth 3 -maxdepth 3 -path '*/bin/initdb' 2>/dev/null | sort -V | tail -n 1)
+  [[ -n $d ]] || return 1
+  dirname "$d"
+}
+
+ensure_pg_installed() {
+  pg_bindir >/dev/null && return 0
+  [[ $(id -u) == 0 ]] || die "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb); as root this script runs: apt-get install postgresql"
+  log "installing PostgreSQL from Debian packages (apt-get)"
+  local -a apt=(apt-get -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends)
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -q -o DPkg::Lock::Timeout=600 update >&2
+  "${apt[@]}" install postgresql-common >&2
+  # This script runs its own cluster: no Debian default cluster (and so no service) is wanted.
+  if [[ -f /etc/postgresql-common/createcluster.conf ]]; then
+    sed -ri 's/^#?[[:space:]]*create_main_cluster[[:space:]]*=.*/create_main_cluster = false/' \
+      /etc/postgresql-common/createcluster.conf
+  fi
+  "${apt[@]}" install postgresql >&2
+  pg_bindir >/dev/null || die "apt-get install postgresql did not provide initdb"
+}
+
+# Run a command as the account Postgres runs as (initdb and postgres refuse root).
+as_pg() {
+  if [[ $(id -u) == 0 ]]; then
+    (cd / && runuser -u "$PG_OS_USER" -- "$@")
+  else
+    "$@"
+  fi
+}
+
+pg_pid() {
+  [[ -f $PG_DATA/postmaster.pid ]] || return 1
+  local pid
+  pid=$(head -n 1 "$PG_DATA/postmaster.pid")
+  pid_matches "$pid" "$PG_DATA" || return 1
+  echo "$pid"
+}
+
+psql_db() { # psql_db DB ARGS...
+  local db=$1
+  shift
+  PGPASSWORD=$(env_get PG_PASSWORD) PGCONNECT_TIMEOUT=5 "$(pg_bindir)/psql" -X -q -v ON_ERROR_STOP=1 \
+    -h 127.0.0.1 -p "$(env_get PG_PORT)" -U "$PG_USER" -d "$db" "$@"
+}
+
+pg_init() {
+  local bindir=$1 pw
+  if [[ $(id -u) == 0 ]]; then
+    if ! id "$PG_OS_USER" >/dev/null 2>&1; then
+      log "creating system user $PG_OS_USER to run Postgres"
+      useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_OS_USER"
+    fi
+  fi
+  mkdir -p "$PG_DIR"
+  chmod 700 "$PG_DIR"
+  [[ $(id -u) == 0 ]] && chown "$PG_OS_USER:" "$PG_DIR"
+  as_pg test -w "$PG_DIR" ||
+    die "$PG_OS_USER cannot write $PG_DIR: every parent directory of STATE_DIR must be searchable (o+x) by $PG_OS_USER"
+
+  pw=$(env_get PG_PASSWORD)
+  if [[ -z $pw ]]; then
+    pw=$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
+    env_set PG_PASSWORD "$pw"
+  fi
+  local pwfile=$PG_DIR/.pwfile
+  (umask 077 && printf '%s\n' "$pw" >"$pwfile")
+  [[ $(id -u) == 0 ]] && chown "$PG_OS_USER:" "$pwfile"
+  log "initdb $PG_DATA (superuser $PG_USER)"
+  as_pg "$bindir/initdb" -D "$PG_DATA" -U "$PG_USER" --pwfile="$pwfile" -A scram-sha-256 \
+    -E UTF8 --locale=C >>"$PG_DIR/initdb.log" 2>&1 || {
+    tail -n 30 "$PG_DIR/initdb.log" >&2
+    die "initdb failed"
+  }
+  rm -f "$pwfile"
+  as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<EOF
+
+# ---- deploy/local/stack.sh ----
+listen_addresses = '127.0.0.1'
+unix_socket_directories = ''
+wal_level = logical
+max_replication_slots = 10
+max_wal_senders = 10
+shared_buffers = 64MB
+max_connections = 50
+timezone = 'UTC'
+log_timezone = 'UTC'
+EOF
+  as_pg tee "$PG_DATA/pg_hba.conf" >/dev/null <<EOF
+# deploy/local/stack.sh: loopback TCP only, password (SCRAM) for everything, replication included
+host  all          all  127.0.0.1/32  scram-sha-256
+host  replication  all  127.0.0.1/32  scram-sha-256
+EOF
+}
+
+pg_start() {
+  ensure_pg_installed
+  local bindir pid port
+  bindir=$(pg_bindir)
+  [[ -f $PG_DATA/PG_VERSION ]] || pg_init "$bindir"
+  if pid=$(pg_pid); then
+    log "postgres already running (pid $pid, port $(env_get PG_PORT))"
+  else
+    port=${PG_PORT:-$(env_get PG_PORT)}
+    if [[ -z $port ]] || port_in_use "$port"; then
+      [[ -z ${PG_PORT:-} ]] || die "PG_PORT=$PG_PORT is in use"
+      port=$(free_port)
+    fi
+    env_set PG_PORT "$port"
+    log "starting postgres $(basename "$(dirname "$bindir")") on 127.0.0.1:$port"
+    as_pg "$bindir/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -o "-p $port" -w -t 60 start >&2 || {
+      tail -n 30 "$PG_LOG" >&2 || true
+      die "postgres did not start"
+    }
+  fi
+  if [[ -z $(psql_db postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'") ]]; then
+    log "creating database $PG_DB"
+    psql_db postgres -c "CREATE DATABASE \"$PG_DB\""
+  fi
+}
+
+pg_stop() {
+  local pid
+  if pid=$(pg_pid); then
+    log "stopping postgres (pid $pid)"
+    as_pg "$(pg_bindir)/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >&2 ||
+      { kill -TERM "$pid" 2>/dev/null || true; }
+    wait_gone "$pid" 300 || log "postgres (pid $pid) still running"
+  else
+    log "postgres not running"
+  fi
+}
+
+pg_url() {
+  echo "postgresql://$PG_USER:$(env_get PG_PASSWORD)@127.0.0.1:$(env_get PG_PORT)/$PG_DB"
+}
+
+# The backend pid holding the Debezium slot, empty when nobody streams from it.
+slot_active_pid() {
+  psql_db "$PG_DB" -tAc "SELECT coalesce(active_pid::text, '') FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'" 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------------------------------- kafka
+kafka() { STATE_DIR=$KAFKA_STATE bash "$SCRIPT_DIR/kafka.sh" "$@"; }
+
+kafka_start() {
+  local line
+  line=$(kafka start) || die "kafka.sh start failed"
+  line=$(grep '^bootstrap.servers=' <<<"$line" | tail -n 1)
+  [[ -n $line ]] || die "kafka.sh start printed no bootstrap.servers line"
+  BOOTSTRAP=${line#bootstrap.servers=}
+}
+
+# ---------------------------------------------------------------------------------------- connect
+connect_pid() {
+  [[ -f $CONNECT_PID ]] || return 1
+  local pid
+  pid=$(<"$CONNECT_PID")
+  pid_matches "$pid" "$CONNECT_CONFIG" || return 1
+  echo "$pid"
+}
+
+connect_url() { echo "http://127.0.0.1:$(env_get CONNECT_PORT)"; }
+
+write_connect_config() {
+  local port=$1
+  mkdir -p "$CONNECT_DIR"
+  cat >"$CONNECT_CONFIG" <<EOF
+# Generated by deploy/local/stack.sh
+bootstrap.servers=$BOOTSTRAP
+group.id=stack-connect
+key.converter=org.apache.kafka.connect.json.JsonConverter
+value.converter=org.apache.kafka.connect.json.JsonConverter
+key.converter.schemas.enable=true
+value.converter.schemas.enable=true
+config.storage.topic=_connect-configs
+config.storage.replication.factor=1
+offset.storage.topic=_connect-offsets
+offset.storage.replication.factor=1
+offset.storage.partitions=1
+status.storage.topic=_connect-status
+status.storage.replication.factor=1
+status.storage.partitions=1
+offset.flush.interval.ms=$CONNECT_OFFSET_FLUSH_MS
+listeners=http://127.0.0.1:$port
+rest.advertised.host.name=127.0.0.1
+rest.advertised.port=$port
+topic.creation.enable=true
+# A worker killed with -9 comes back as a new member: hand its connector over at once, not after 5 min.
+scheduled.rebalance.max.delay.ms=0
+session.timeout.ms=6000
+heartbeat.interval.ms=2000
+EOF
+  cat >"$CONNECT_LOG4J" <<EOF
+# Generated by deploy/local/stack.sh
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = $CONNECT_DIR/connect.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+logger.reflections.name = org.reflections
+logger.reflections.level = ERROR
+EOF
+}
+
+connect_start() {
+  local pid port
+  if pid=$(connect_pid); then
+    if grep -qx "bootstrap.servers=$BOOTSTRAP" "$CONNECT_CONFIG"; then
+      log "connect already running (pid $pid, $(connect_url))"
+      return 0
+    fi
+    log "kafka moved to $BOOTSTRAP: restarting connect"
+    connect_stop
+  fi
+  [[ -f $JARS_DIR/connect-debezium/.complete ]] || bash "$SCRIPT_DIR/fetch-jars.sh" connect-debezium >&2
+  command -v "$JAVA" >/dev/null 2>&1 || die "java not found ($JAVA)"
+  port=${CONNECT_PORT:-$(env_get CONNECT_PORT)}
+  if [[ -z $port ]] || port_in_use "$port"; then
+    [[ -z ${CONNECT_PORT:-} ]] || die "CONNECT_PORT=$CONNECT_PORT is in use"
+    port=$(free_port)
+  fi
+  env_set CONNECT_PORT "$port"
+  write_connect_config "$port"
+  log "starting kafka connect (REST $(connect_url), heap $CONNECT_HEAP)"
+  # setsid: the worker outlives this script's session (a terminal's Ctrl-C, pytest's process group).
+  setsid "$JAVA" "-Xmx$CONNECT_HEAP" -Xms128m -XX:+UseG1GC -Djava.awt.headless=true \
+    "-Dlog4j2.configurationFile=$CONNECT_LOG4J" -cp "$JARS_DIR/connect-debezium/*" \
+    org.apache.kafka.connect.cli.ConnectDistributed "$CONNECT_CONFIG" \
+    </dev/null >>"$CONNECT_OUT" 2>&1 &
+  pid=$!
+  echo "$pid" >"$CONNECT_PID"
+  local deadline=$((SECONDS + TIMEOUT))
+  until curl -sf -o /dev/null "$(connect_url)/connectors"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -n 40 "$CONNECT_OUT" "$CONNECT_DIR/connect.log" >&2 2>/dev/null || true
+      rm -f "$CONNECT_PID"
+      die "kafka connect exited during start-up"
+    fi
+    ((SECONDS < deadline)) || die "kafka connect REST not up after ${TIMEOUT}s (log: $CONNECT_DIR/connect.log)"
+    sleep 0.5
+  done
+  log "kafka connect ready (pid $pid)"
+}
+
+connect_stop() { # connect_stop [KILL]
+  local pid
+  if ! pid=$(connect_pid); then
+    rm -f "$CONNECT_PID"
+    log "connect not running"
+    return 0
+  fi
+  if [[ ${1:-} == KILL ]]; then
+    log "killing kafka connect with SIGKILL (pid $pid)"
+    kill -KILL "$pid" 2>/dev/null || true
+  else
+    log "stopping kafka connect (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    wait_gone "$pid" 600 || {
+      log "connect did not stop in 60s; SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    }
+  fi
+  wait_gone "$pid" 100 || die "connect (pid $pid) did not exit"
+  rm -f "$CONNECT_PID"
+}
+
+topics_regex() {
+  local prefix=${TOPIC_PREFIX//./\\.}
+  echo "${prefix}\\.(${1//,/|})\\..*"
+}
+
+write_connector_json() {
+  local schemas=$1
+  "$PYTHON" - "$CONNECTOR_JSON" <<EOF
+import json, sys
+config = {
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "tasks.max": "1",
+    "database.hostname": "127.0.0.1",
+    "database.port": "$(env_get PG_PORT)",
+    "database.user": "$PG_USER",
+    "database.password": "$(env_get PG_PASSWORD)",
+    "database.dbname": "$PG_DB",
+    "topic.prefix": "$TOPIC_PREFIX",
+    "plugin.name": "pgoutput",
+    "slot.name": "$SLOT_NAME",
+    "publication.name": "$PUBLICATION_NAME",
+    "publication.autocreate.mode": "all_tables",
+    "schema.include.list": "$schemas",
+    "snapshot.mode": "initial",
+    "tombstones.on.delete": "true",
+    "decimal.handling.mode": "precise",
+    "time.precision.mode": "adaptive_time_microseconds",
+    "heartbeat.interval.ms": "10000",
+    "topic.creation.default.replication.factor": "1",
+    "topic.creation.default.partitions": "1",
+}
+with open(sys.argv[1], "w") as fh:
+    json.dump(config, fh, indent=2)
+EOF
+  chmod 600 "$CONNECTOR_JSON"
+}
+
+connector_status() { curl -sf "$(connect_url)/connectors/$CONNECTOR_NAME/status" 2>/dev/null || true; }
+
+# RUNNING when the connector and all (>= 1) tasks run; "FAILED <trace>"; "absent"; else the states seen.
+connector_state() {
+  connector_status | "$PYTHON" -c '
+import json, sys
+text = sys.stdin.read()
+if not text.strip():
+    print("absent")
+    raise SystemExit
+d = json.loads(text)
+states = [d["connector"]["state"]] + [t["state"] for t in d["tasks"]]
+if "FAILED" in states:
+    traces = [d["connector"].get("trace", "")] + [t.get("trace", "") for t in d["tasks"]]
+    print("FAILED", "\n".join(x for x in traces if x))
+elif d["tasks"] and set(states) == {"RUNNING"}:
+    print("RUNNING")
+else:
+    print(d["connector"]["state"], "tasks=" + ",".join(t["state"] for t in d["tasks"]))
+'
+}
+
+register_connector() {
+  local code
+  code=$(curl -s -o "$CONNECT_DIR/put.out" -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
+    --data-binary "@$CONNECTOR_JSON" "$(connect_url)/connectors/$CONNECTOR_NAME/config") || true
+  case $code in
+    200 | 201) log "connector $CONNECTOR_NAME registered (HTTP $code)" ;;
+    *)
+      cat "$CONNECT_DIR/put.out" >&2 || true
+      die "registering connector failed (HTTP $code)"
+      ;;
+  esac
+  touch "$REGISTERED"
+}
+
+# Wait until the connector and its task are RUNNING and Debezium streams from the replication slot
+# (with a backend pid other than $1, when given: the one a killed worker held).
+wait_streaming() {
+  local not_pid=${1:-} deadline=$((SECONDS + TIMEOUT)) state active last=""
+  while :; do
+    state=$(connector_state)
+    case $state in
+      RUNNING)
+        active=$(slot_active_pid)
+        if [[ -n $active && $active != "$not_pid" ]]; then
+          log "connector $CONNECTOR_NAME RUNNING, streaming (slot $SLOT_NAME held by backend $active)"
+          return 0
+        fi
+        state="RUNNING, waiting for the snapshot to finish / streaming to start"
+        ;;
+      FAILED*)
+        printf '%s\n' "$state" >&2
+        die "connector $CONNECTOR_NAME failed (log: $CONNECT_DIR/connect.log)"
+        ;;
+    esac
+    [[ $state == "$last" ]] || log "connector: $state"
+    last=$state
+    connect_pid >/dev/null || die "kafka connect process died (log: $CONNECT_DIR/connect.log)"
+    ((SECONDS < deadline)) || die "connector not streaming after ${TIMEOUT}s (log: $CONNECT_DIR/connect.log)"
+    sleep 1
+  done
+}
+
+print_env() {
+  echo "postgres=$(pg_url)"
+  echo "bootstrap.servers=$(<"$KAFKA_STATE/bootstrap")"
+  echo "topics=$(topics_regex "$(env_get SCHEMAS)")"
+  echo "connect=$(connect_url)"
+  echo "connector=$CONNECTOR_NAME"
+}
+
+# ---------------------------------------------------------------------------------------- commands
+cmd_up() {
+  local schemas="" init_sql=""
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --schemas) schemas=${2:?--schemas needs a value}; shift 2 ;;
+      --schemas=*) schemas=${1#*=}; shift ;;
+      --init-sql) init_sql=${2:?--init-sql needs a file}; shift 2 ;;
+      --init-sql=*) init_sql=${1#*=}; shift ;;
+      *) usage ;;
+    esac
+  done
+  schemas=${schemas:-$(env_get SCHEMAS)}
+  schemas=${schemas:-public}
+  [[ $schemas =~ ^[A-Za-z_][A-Za-z0-9_]*(,[A-Za-z_][A-Za-z0-9_]*)*$ ]] ||
+    die "--schemas takes comma-separated plain schema names, got '$schemas'"
+  if [[ -n $init_sql ]]; then
+    [[ -r $init_sql ]] || die "--init-sql $init_sql: not readable"
+    init_sql=$(cd "$(dirname "$init_sql")" && pwd)/$(basename "$init_sql")
+  fi
+  command -v curl >/dev/null || die "curl is required"
+  command -v "$PYTHON" >/dev/null || die "$PYTHON is required"
+  mkdir -p "$STATE_DIR"
+  env_set SCHEMAS "$schemas"
+
+  pg_start
+  if [[ -n $init_sql ]]; then
+    if [[ -f $REGISTERED ]]; then
+      log "connector already registered: not running --init-sql $init_sql again"
+    else
+      log "running $init_sql"
+      psql_db "$PG_DB" -f "$init_sql" >&2 || die "--init-sql $init_sql failed"
+    fi
+  fi
+  kafka_start
+  connect_start
+  write_connector_json "$schemas"
+  register_connector
+  wait_streaming
+  log "up in $((SECONDS - T0))s"
+  print_env
+}
+
+cmd_down() {
+  connect_stop
+  if [[ -f $KAFKA_STATE/kafka.pid ]]; then
+    kafka stop || log "kafka.sh stop failed"
+  else
+    log "kafka not running"
+  fi
+  if [[ -d $PG_DATA ]]; then
+    pg_stop
+  else
+    log "postgres not initialised"
+  fi
+  log "down"
+}
+
+cmd_status() {
+  local ok=0 pid line
+  if pid=$(pg_pid); then
+    echo "postgres: running pid=$pid $(pg_url | sed 's#://\([^:]*\):[^@]*@#://\1:***@#')"
+  else
+    echo "postgres: stopped"
+    ok=1
+  fi
+  if line=$(kafka status 2>/dev/null); then
+    echo "kafka: $line"
+  else
+    echo "kafka: stopped"
+    ok=1
+  fi
+  if pid=$(connect_pid); then
+    echo "connect: running pid=$pid $(connect_url)"
+    echo "connector: $CONNECTOR_NAME $(connector_state | head -n 1) slot_active_pid=$(slot_active_pid)"
+  else
+    echo "connect: stopped"
+    echo "connector: $CONNECTOR_NAME unknown (connect not running)"
+    ok=1
+  fi
+  return $ok
+}
+
+cmd_restart_debezium() {
+  pg_pid >/dev/null || die "postgres is not running (stack.sh up first)"
+  connect_pid >/dev/null || die "kafka connect is not running (stack.sh up first)"
+  BOOTSTRAP=$(<"$KAFKA_STATE/bootstrap")
+  local old
+  old=$(slot_active_pid)
+  connect_stop KILL
+  connect_start
+  wait_streaming "$old"
+  print_env
+}
+
+cmd_env() {
+  pg_pid >/dev/null || die "postgres is not running"
+  connect_pid >/dev/null || die "kafka connect is not running"
+  print_env
+}
+
+case ${1:-} in
+  up) shift; cmd_up "$@" ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  restart-debezium) cmd_restart_debezium ;;
+  env) cmd_env ;;
+  -h | --help | help) usage ;;
+  *) usage ;;
+esac
