@@ -57,12 +57,28 @@ PUBLISH_ERRORS = Counter(
 )
 BUILD_INFO = Gauge("cdc_mirror_build_info", "Connector version.", ["version"], registry=REGISTRY)
 BUILD_INFO.labels(__version__).set(1)
+# Series that exist from the start read as 0 rather than "no data" in dashboards and alerts.
+for _outcome in ("committed", "failed"):
+    BATCHES.labels(_outcome)
+for _kind in (
+    "tombstone",
+    "heartbeat",
+    "transaction",
+    "schema_change",
+    "message",
+    "malformed",
+    "table_stopped",
+    "truncate",
+):
+    SKIPPED.labels(_kind)
 
 
 def record_batch(result: BatchResult, stopped_tables: dict[str, str], now: float | None = None) -> None:
     """Count one committed batch."""
     now = time.time() if now is None else now
     for table, entry in result.tables.items():
+        PUBLISH_ERRORS.labels(table)
+        TABLE_STOPPED.labels(table).set(1 if table in stopped_tables else 0)
         for op, count in entry.events.items():
             EVENTS.labels(table, op).inc(count)
         if entry.rows:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import signal
 import time
 from pathlib import Path
@@ -106,6 +107,16 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
     return spark
 
 
+def spark_interval(trigger: str) -> str:
+    """``10s`` → ``10 seconds``: Spark's interval syntax needs the unit spelled out."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)", trigger)
+    if not match:
+        msg = f"trigger must be 'available-now' or an interval like '10s', got {trigger!r}"
+        raise ConfigError(msg)
+    units = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
+    return f"{match[1]} {units[match[2]]}"
+
+
 def offsets_behind(progress: dict[str, Any]) -> list[tuple[str, int, int]]:
     """(topic, partition, offsets behind) from a Kafka source's progress: latestOffset − endOffset."""
     out = []
@@ -158,7 +169,7 @@ def run(settings: ConnectorSettings) -> int:
     if settings.trigger == "available-now":
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=settings.trigger)
+        writer = writer.trigger(processingTime=spark_interval(settings.trigger))
     query = writer.start()
     health.set(True, "running")
     stop = _stop_on_signals(query)

@@ -140,14 +140,18 @@ def test_connector_killed_three_times_during_streaming(stack: dict[str, str], tm
                 workload.streaming_phase(conn, 120, seed=100 + round_number)
                 time.sleep(rng.uniform(4, 14))  # Spark start-up and a few batches: a random point in them
             finally:
+                alive = process.poll() is None
                 if round_number < 3:
                     process.send_signal(signal.SIGKILL)
                     kills += 1
                 else:
                     process.send_signal(signal.SIGTERM)
                 process.wait(timeout=120)
+            assert alive, (tmp_path / "connector.log").read_text()[-3000:]  # killed while running, not after a crash
+            published_before_catch_up = len(list((tmp_path / "lz").rglob("0*.parquet")))
     log.close()
     assert kills == 3
+    assert published_before_catch_up > 0  # the killed runs did publish
     catch_up(stack, tmp_path, config)
     assert_mirror_equals_source(stack, tmp_path)
 

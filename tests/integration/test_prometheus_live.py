@@ -1,0 +1,125 @@
+"""A real Prometheus (Debian's package) scrapes a running connector; every dashboard query returns data,
+and so does every metric the alert rules use."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.deploy.promql_catalog import METRIC_RE, alert_expressions, dashboard_expressions, grafana_substitute
+from tests.support.kafka import REPO_ROOT, produce
+from tests.support.model import Workload
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+READY_TIMEOUT_S = 240
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def query(prometheus: str, expr: str) -> list[Any]:
+    url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body = json.loads(response.read())
+    assert body["status"] == "success", body
+    result = body["data"]["result"]
+    return result if isinstance(result, list) else [result]
+
+
+def test_prometheus_scrapes_connector_and_every_query_has_data(
+    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus not installed: run deploy/local/setup-tests.sh"
+    workload = Workload("prom", partitions=2)
+    make_topic(workload.customers.name, 2)
+    make_topic(workload.orders.name, 2)
+    produce(kafka_bootstrap, workload.records(500))
+    metrics_port, prometheus_port = free_port(), free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "scrape_configs:\n"
+        "  - job_name: debezium-fabric-mirror\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{metrics_port}']}}]\n"
+    )
+    connector = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "connector",
+            "run",
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--topics",
+            r"prom\..*",
+            "--landing-zone",
+            str(tmp_path / "lz"),
+            "--checkpoint",
+            str(tmp_path / "cp"),
+            "--trigger",
+            "2s",
+            "--max-offsets-per-trigger",
+            "200",
+            "--metrics-port",
+            str(metrics_port),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "connector.log").open("w"),
+    )
+    server = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{prometheus_port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "prometheus.log").open("w"),
+    )
+    prometheus = f"http://127.0.0.1:{prometheus_port}"
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                if query(prometheus, 'cdc_mirror_batches_total{outcome="committed"} > 2'):
+                    break
+            except OSError:
+                pass
+            time.sleep(2)
+        else:
+            pytest.fail("no committed batches scraped:\n" + (tmp_path / "connector.log").read_text()[-3000:])
+        produce(kafka_bootstrap, workload.records(300))  # more traffic so rates over the window are non-zero
+        time.sleep(20)
+        # A trailing comparison ("... == 1") filters a healthy connector's series away: query what it compares.
+        empty = [
+            expr
+            for expr in dashboard_expressions()
+            if not query(prometheus, re.sub(r"\s*(==|!=|>=|<=|>|<)\s*[\d.]+\s*$", "", grafana_substitute(expr)))
+        ]
+        assert empty == [], f"dashboard queries without data: {empty}"
+        alert_metrics = {name for expr in alert_expressions().values() for name in METRIC_RE.findall(expr)}
+        missing = [name for name in sorted(alert_metrics) if not query(prometheus, name)]
+        assert missing == [], f"metrics used by alerts without data: {missing}"
+        assert query(prometheus, 'up{job="debezium-fabric-mirror"} == 1')
+    finally:
+        connector.terminate()
+        server.terminate()
+        connector.wait(timeout=60)
+        server.wait(timeout=60)

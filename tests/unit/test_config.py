@@ -1,0 +1,81 @@
+"""Configuration: YAML < environment < flags; secrets resolved only on use and never shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from connector.config import load_settings, redact
+from connector.errors import ConfigError
+from connector.stream.job import spark_interval
+from connector.tools.check_config import SCHEMA_FILE, check_config_file, config_json_schema
+
+
+def test_precedence_yaml_env_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("source:\n  topics: from-yaml\n  bootstrap_servers: yaml:1\ntrigger: 5s\n")
+    monkeypatch.setenv("CONNECTOR_SOURCE__BOOTSTRAP_SERVERS", "env:2")
+    settings = load_settings(str(config), **{"trigger": "available-now"})
+    assert settings.source.topics == "from-yaml"
+    assert settings.source.bootstrap_servers == "env:2"
+    assert settings.trigger == "available-now"
+
+
+def test_invalid_values_are_reported_by_key(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("trigger: sometimes\nmirror:\n  file_format: xlsx\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(str(config))
+    assert "trigger" in str(info.value) and "mirror.file_format" in str(info.value)
+
+
+def test_secret_references_resolve_only_on_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret_file = tmp_path / "pw"
+    secret_file.write_text("s3cret-from-file\n")
+    monkeypatch.setenv("JAAS", "s3cret-from-env")
+    settings = load_settings(
+        None,
+        **{
+            "source.kafka_options": {
+                "sasl.jaas.config": "${env:JAAS}",
+                "ssl.key.password": f"${{file:{secret_file}}}",
+                "sasl.password": "literal-secret",
+            }
+        },
+    )
+    resolved = settings.source.resolved_kafka_options()
+    assert resolved["kafka.sasl.jaas.config"] == "s3cret-from-env"
+    assert resolved["kafka.ssl.key.password"] == "s3cret-from-file"
+    shown = str(settings.source.redacted_kafka_options())
+    assert "s3cret" not in shown and "literal-secret" not in shown
+    assert redact("sasl.password", "x") == "***"
+    monkeypatch.delenv("JAAS")
+    with pytest.raises(ConfigError) as info:
+        settings.source.resolved_kafka_options()
+    assert "JAAS" in str(info.value) and "s3cret" not in str(info.value)
+
+
+def test_check_config_reports_readable_errors(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("source:\n  kind: kafka\n  bootstrap_servers: k:9092\nmirror:\n  replay_safe_inserts: true\n")
+    assert check_config_file(str(good)) == []
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("source:\n  kind: pigeon\nmirror:\n  max_rows_per_file: -3\n  unknown_key: 1\n")
+    problems = check_config_file(str(bad))
+    assert any("source.kind" in p for p in problems)
+    assert any("mirror.max_rows_per_file" in p for p in problems)
+    assert any("unknown_key" in p for p in problems)
+
+
+def test_committed_schema_matches_the_settings() -> None:
+    import json
+
+    assert json.loads(SCHEMA_FILE.read_text()) == config_json_schema()
+
+
+@pytest.mark.parametrize(
+    ("trigger", "spark"), [("10s", "10 seconds"), ("500ms", "500 milliseconds"), ("2m", "2 minutes")]
+)
+def test_trigger_intervals_in_spark_syntax(trigger: str, spark: str) -> None:
+    assert spark_interval(trigger) == spark
