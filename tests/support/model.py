@@ -21,6 +21,7 @@ CUSTOMER_COLUMNS = [
     field("name", "string"),
     decimal_field("balance", 12, 2),
     field("updated", "int64", "io.debezium.time.MicroTimestamp"),
+    field("birthday", "int32", "io.debezium.time.Date"),
 ]
 
 
@@ -41,17 +42,20 @@ class Workload:
     def _customer(self, cid: int) -> tuple[dict[str, Any], dict[str, Any]]:
         self.clock += self.rng.randint(1, 10_000_000)
         balance = decimal.Decimal(self.rng.randint(-10_000_000, 10_000_000)).scaleb(-2)
+        days = self.rng.randint(-3000, 20000)
         wire = {
             "id": cid,
             "name": f"customer-{cid}-{self.rng.randint(0, 999)}",
             "balance": encode_decimal(str(balance), 2),
             "updated": self.clock,
+            "birthday": days,
         }
         typed = {
             "id": cid,
             "name": wire["name"],
             "balance": balance,
             "updated": dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=self.clock),
+            "birthday": dt.date(1970, 1, 1) + dt.timedelta(days=days),
         }
         return wire, typed
 
