@@ -60,16 +60,25 @@ def _headers(raw: Any) -> tuple[tuple[str, bytes | None], ...]:
     return tuple(pairs)
 
 
+def parse_kcat_line(line: bytes | str) -> KafkaRecord:
+    """One ``kcat -J`` line as a record.
+
+    Raises:
+        ValueError: the line is not a kcat record (``orjson.JSONDecodeError`` is a ``ValueError``).
+    """
+    obj = orjson.loads(line)
+    if not isinstance(obj, dict):
+        msg = "not a JSON object"
+        raise ValueError(msg)
+    return record_from_kcat(obj)
+
+
 def read_kcat(stream: IO[bytes], source: str) -> Iterator[KafkaRecord | KcatLineError]:
     """Yield records, or a ``KcatLineError`` for a line that cannot be read (the caller decides)."""
     for number, line in enumerate(stream, start=1):
         if not line.strip():
             continue
         try:
-            obj = orjson.loads(line)
-            if not isinstance(obj, dict):
-                msg = "not a JSON object"
-                raise ValueError(msg)
-            yield record_from_kcat(obj)
-        except (orjson.JSONDecodeError, ValueError) as exc:
+            yield parse_kcat_line(line)
+        except ValueError as exc:
             yield KcatLineError(f"{source}:{number}: not a kcat -J record: {exc}")

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import orjson
 import pyarrow as pa
 
 from connector.config import ConnectorSettings, SourceSettings
 from connector.errors import ConfigError
 from connector.events import KafkaRecord
-from connector.kcat import record_from_kcat
+from connector.kcat import parse_kcat_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -104,11 +103,7 @@ def _records_from_lines(table: pa.Table) -> tuple[list[KafkaRecord], list[str]]:
         if not line or not line.strip():
             continue
         try:
-            obj: Any = orjson.loads(line)
-            if not isinstance(obj, dict):
-                msg = "not a JSON object"
-                raise ValueError(msg)
-            records.append(record_from_kcat(obj))
-        except (orjson.JSONDecodeError, ValueError) as exc:
+            records.append(parse_kcat_line(line))
+        except ValueError as exc:
             problems.append(f"{file}: line is not a kcat -J record ({exc}): {line[:80]!r}")
     return records, problems

@@ -43,28 +43,8 @@ running_pid() {
   echo "$pid"
 }
 
-port_in_use() {
-  # Anything accepting on the port, or listed as listening by ss.
-  if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-    return 0
-  fi
-  if command -v ss >/dev/null 2>&1 && [[ -n $(ss -Htln "sport = :$1" 2>/dev/null) ]]; then
-    return 0
-  fi
-  return 1
-}
-
-# A free port below the Linux ephemeral range, not equal to $1 (if given).
-free_port() {
-  local avoid=${1:-0} p i
-  for ((i = 0; i < 200; i++)); do
-    p=$((20000 + RANDOM % 12000))
-    [[ $p -ne $avoid ]] || continue
-    port_in_use "$p" || { echo "$p"; return 0; }
-  done
-  log "could not find a free port"
-  return 1
-}
+# shellcheck source=deploy/local/ports.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
 # Value of key $1 from the previous config, if any.
 prev_setting() {

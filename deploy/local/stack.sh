@@ -76,28 +76,8 @@ usage() {
 }
 
 # ---------------------------------------------------------------------------------------- helpers
-port_in_use() {
-  if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-    return 0
-  fi
-  if command -v ss >/dev/null 2>&1 && [[ -n $(ss -Htln "sport = :$1" 2>/dev/null) ]]; then
-    return 0
-  fi
-  return 1
-}
-
-# A free port below the Linux ephemeral range (same scheme as kafka.sh).
-free_port() {
-  local p i
-  for ((i = 0; i < 200; i++)); do
-    p=$((20000 + RANDOM % 12000))
-    port_in_use "$p" || {
-      echo "$p"
-      return 0
-    }
-  done
-  die "could not find a free port"
-}
+# shellcheck source=deploy/local/ports.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
 # stack.env holds the values that must survive restarts (ports, password, options). KEY=VALUE lines.
 env_get() {
@@ -245,7 +225,7 @@ pg_start() {
     port=${PG_PORT:-$(env_get PG_PORT)}
     if [[ -z $port ]] || port_in_use "$port"; then
       [[ -z ${PG_PORT:-} ]] || die "PG_PORT=$PG_PORT is in use"
-      port=$(free_port)
+      port=$(free_port 0)
     fi
     env_set PG_PORT "$port"
     log "starting postgres $(basename "$(dirname "$bindir")") on 127.0.0.1:$port"
@@ -364,7 +344,7 @@ connect_start() {
   port=${CONNECT_PORT:-$(env_get CONNECT_PORT)}
   if [[ -z $port ]] || port_in_use "$port"; then
     [[ -z ${CONNECT_PORT:-} ]] || die "CONNECT_PORT=$CONNECT_PORT is in use"
-    port=$(free_port)
+    port=$(free_port 0)
   fi
   env_set CONNECT_PORT "$port"
   write_connect_config "$port"

@@ -1,0 +1,25 @@
+# shellcheck shell=bash
+# Port helpers shared by kafka.sh and stack.sh (sourced, not run).
+
+# Whether anything accepts on 127.0.0.1:$1, or ss lists it as listening.
+port_in_use() {
+  if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+    return 0
+  fi
+  if command -v ss >/dev/null 2>&1 && [[ -n $(ss -Htln "sport = :$1" 2>/dev/null) ]]; then
+    return 0
+  fi
+  return 1
+}
+
+# A free port below the Linux ephemeral range, not equal to $1 (if given); fails after 200 tries.
+free_port() {
+  local avoid=${1:-0} p i
+  for ((i = 0; i < 200; i++)); do
+    p=$((20000 + RANDOM % 12000))
+    [[ $p -ne $avoid ]] || continue
+    port_in_use "$p" || { echo "$p"; return 0; }
+  done
+  echo "could not find a free port" >&2
+  return 1
+}
