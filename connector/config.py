@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -40,6 +40,9 @@ class TableSettings(_Frozen):
     key_columns: list[str] | None = Field(None, description="Key columns; default: the Debezium key's fields.")
     truncate_policy: Literal["fail", "ignore", "recreate"] | None = None
     toast_policy: Literal["fail", "keep-last"] | None = None
+    poison_policy: Literal["stop", "dead-letter"] | None = Field(
+        None, description="Overrides mirror.poison_policy for this topic."
+    )
 
 
 class MirrorSettings(_Frozen):
@@ -55,6 +58,11 @@ class MirrorSettings(_Frozen):
     )
     truncate_policy: Literal["fail", "ignore", "recreate"] = "fail"
     toast_policy: Literal["fail", "keep-last"] = "fail"
+    poison_policy: Literal["stop", "dead-letter"] = Field(
+        "stop",
+        description="An undecodable record stops its table ('stop'), or goes to the dead_letter output "
+        "while the table goes on ('dead-letter').",
+    )
     unavailable_value_placeholder: str = "__debezium_unavailable_value"
     file_format: Literal["parquet", "csv", "tsv", "psv"] = "parquet"
     compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
@@ -92,6 +100,56 @@ class MirrorSettings(_Frozen):
         return self.tables.get(topic) or TableSettings()
 
 
+class SchemaRegistrySettings(_Frozen):
+    """The Confluent-compatible schema registry that holds the Avro writer schemas (value_format avro).
+
+    Secrets are ``SecretStr`` (shown as ``**********``) and may be ``${env:NAME}`` / ``${file:/path}``
+    references, resolved only when the registry client is built, in the process that uses it.
+    """
+
+    url: str | None = Field(
+        None,
+        description="Registry base URL (Confluent API; Apicurio: .../apis/ccompat/v7); comma-separated for several.",
+    )
+    basic_auth_user: str | None = Field(None, description="Basic-auth user (Confluent Cloud: the API key).")
+    basic_auth_password: SecretStr | None = Field(None, description="Basic-auth password; ${env:X}/${file:P}.")
+    bearer_token: SecretStr | None = Field(None, description="Static bearer token; ${env:X}/${file:P}.")
+    bearer_logical_cluster: str = Field("", description="Confluent Cloud logical cluster sent with a bearer token.")
+    bearer_identity_pool_id: str = Field("", description="Confluent Cloud identity pool sent with a bearer token.")
+    ssl_ca_location: str | None = Field(None, description="CA bundle (PEM) to verify the registry's certificate.")
+    request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one registry request.")
+    max_unavailable_s: float = Field(
+        300.0,
+        gt=0,
+        description="How long an unreachable registry (connection errors, 408/429/5xx) is retried with backoff "
+        "before the batch fails with RegistryUnavailable; never treated as a poison event.",
+    )
+
+
+class DeadLetterSettings(_Frozen):
+    """Where records go under poison_policy 'dead-letter'."""
+
+    kind: Literal["folder", "kafka"] = Field(
+        "folder", description="folder (JSON lines per batch and table) or kafka (a dead-letter topic)."
+    )
+    url: str | None = Field(
+        None,
+        description="kind folder: local folder or OneLake / ADLS Gen2 URL outside the landing zone; "
+        "default <checkpoint>/_deadletter.",
+    )
+    credential: Literal["default", "workload_identity", "managed_identity", "client_secret", "client_certificate"] = (
+        Field("default", description="Azure identity for a OneLake / ADLS Gen2 url.")
+    )
+    topic: str | None = Field(None, description="kind kafka: the dead-letter topic (must exist).")
+    bootstrap_servers: str | None = Field(None, description="kind kafka: default source.bootstrap_servers.")
+    producer_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="kind kafka: extra librdkafka producer options (win over those taken from "
+        "source.kafka_options); ${env:X}/${file:P} for secrets.",
+    )
+    delivery_timeout_s: float = Field(60.0, gt=0, description="kind kafka: how long one batch may take to deliver.")
+
+
 class SourceSettings(_Frozen):
     """Where change events come from."""
 
@@ -104,6 +162,12 @@ class SourceSettings(_Frozen):
         default_factory=dict, description="Kafka client options; ${env:X}/${file:P} for secrets."
     )
     path: str | None = Field(None, description="Folder of *.jsonl kcat dumps for kind=files.")
+    value_format: Literal["json", "avro"] = Field(
+        "json",
+        description="json (JsonConverter) or avro (Confluent wire format: magic byte 0, 4-byte schema id; "
+        "key and value), with writer schemas from source.schema_registry.",
+    )
+    schema_registry: SchemaRegistrySettings = Field(default_factory=SchemaRegistrySettings)
 
     def resolved_kafka_options(self) -> dict[str, str]:
         """Kafka options with secret references resolved, prefixed ``kafka.`` for Spark's source."""
@@ -138,6 +202,12 @@ class SparkSettings(_Frozen):
 
     master: str = "local[*]"
     conf: dict[str, str] = Field(default_factory=dict)
+    decode_on: Literal["driver", "executors"] = Field(
+        "driver",
+        description="Where records are decoded and marked: 'driver' (collect the micro-batch as Arrow, "
+        "fastest on one machine) or 'executors' (one slice per Kafka partition in Spark's Python workers, "
+        "for clusters whose executors have the connector installed).",
+    )
 
 
 class ConnectorSettings(BaseSettings):
@@ -154,6 +224,7 @@ class ConnectorSettings(BaseSettings):
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     mirror: MirrorSettings = Field(default_factory=MirrorSettings)
+    dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)
 
     @field_validator("trigger")
     @classmethod

@@ -9,7 +9,7 @@ Unavailable (TOASTed) placeholders are filled here, so none can reach a file.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -208,3 +208,43 @@ class RowMarkerMapper:
             # Schemaless events do not say which columns are TOAST-able: remember them all.
             self.toast_store.put(key, dict(row) if columns is None else {c: row[c] for c in columns if c in row})
         return row
+
+
+class ToastStores:
+    """The sink's ``keep-last`` stores, one per table, loaded on first use and committed with the batch."""
+
+    def __init__(self, load: Callable[[str], ToastStore]) -> None:
+        self._load = load
+        self.stores: dict[str, ToastStore] = {}
+        self._replaced: dict[str, ToastStore | None] = {}
+
+    def get(self, table_id: str) -> ToastStore:
+        """The table's store (loaded from the checkpoint the first time)."""
+        store = self.stores.get(table_id)
+        if store is None:
+            store = self.stores[table_id] = self._load(table_id)
+        return store
+
+    def reset(self, table_id: str) -> ToastStore:
+        """An empty store for a table whose folder is recreated (undone by ``rollback``)."""
+        if table_id not in self._replaced:
+            self._replaced[table_id] = self.stores.get(table_id)
+        store = self.stores[table_id] = ToastStore()
+        return store
+
+    def commit(self) -> None:
+        """Keep the current batch's changes."""
+        for store in self.stores.values():
+            store.commit()
+        self._replaced.clear()
+
+    def rollback(self) -> None:
+        """Forget the current batch's changes, including resets."""
+        for table_id, previous in self._replaced.items():
+            if previous is None:
+                self.stores.pop(table_id, None)
+            else:
+                self.stores[table_id] = previous
+        self._replaced.clear()
+        for store in self.stores.values():
+            store.rollback()

@@ -7,25 +7,25 @@ conflicting metadata) stops that table only; the batch goes on for the others.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from connector.config import MirrorSettings, TableSettings, parse_precision_scale
-from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
-from connector.debezium.types import ColumnType, text_decimal_type, type_name
-from connector.errors import DecodeError, LandingZoneCorrupt, TableStopped
+from connector.config import MirrorSettings
+from connector.debezium.types import type_name
+from connector.errors import LandingZoneCorrupt, TableStopped
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord, SkipCounts
-from connector.landing.batching import TableBatch
+from connector.landing.collect import CollectContext, Collected, SliceCollector, TablePiece
 from connector.landing.encoding import FileFormat
-from connector.landing.layout import TableRef, data_file_name, staged_file_name, table_for_topic
+from connector.landing.layout import TableRef, data_file_name, staged_file_name
 from connector.landing.ledger import BatchLedger, BatchPlan, LedgerState, PlannedFile, TableState
 from connector.landing.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
 from connector.landing.publisher import digest, highest_number, publish_file, remove_orphans
-from connector.landing.rowmarker import RowMarkerMapper, ToastStore
+from connector.landing.rowmarker import ToastStore, ToastStores
 from connector.storage.base import Storage, join
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,21 @@ class BatchResult:
         return self.tables.setdefault(table_id, TableResult())
 
 
+@dataclass
+class TableRows:
+    """One table's rows of a whole batch: the slices' pieces joined in (topic, partition, offset) order."""
+
+    ref: TableRef
+    key_columns: tuple[str, ...]
+    table: pa.Table | None
+    snapshot_only: bool
+    max_source_ts_ms: int | None
+    connector: str | None
+
+    def __len__(self) -> int:
+        return 0 if self.table is None else self.table.num_rows
+
+
 class MirrorSink:
     """Writes batches of Debezium records into a landing zone, exactly once per batch id."""
 
@@ -76,21 +91,12 @@ class MirrorSink:
         self.landing = landing
         self.mirror = mirror
         self.ledger = BatchLedger(checkpoint)
-        precision, scale = parse_precision_scale(mirror.variable_scale_decimal, "mirror.variable_scale_decimal")
-        self._decoder = EnvelopeDecoder(precision, scale)
         self._format = FileFormat(mirror.file_format, mirror.compression)
         self._scanned: set[str] = set()
-        self._toast: dict[str, ToastStore] = {}
+        self._toast = ToastStores(self._load_toast_store)
         self._recovered = False
         self._partner_events_written = False
-        self._topics: dict[str, tuple[TableRef, TableSettings]] = {}
-
-    def _topic(self, topic: str) -> tuple[TableRef, TableSettings]:
-        """Table and overrides of ``topic``, computed once per topic (this is on the per-record path)."""
-        known = self._topics.get(topic)
-        if known is None:
-            known = self._topics[topic] = (table_for_topic(topic, self.mirror), self.mirror.table_settings(topic))
-        return known
+        self._schemas: dict[str, pa.Schema] = {}
 
     @property
     def stopped_tables(self) -> dict[str, str]:
@@ -104,6 +110,9 @@ class MirrorSink:
             log.warning("completing batch %d interrupted before its commit (%d files)", plan.batch_id, len(plan.files))
             self._publish(plan, BatchResult(plan.batch_id))
             completed += 1
+        # Uploads a crash cut short (never renamed, so never visible to mirroring) go first.
+        for path in self.landing.cleanup_temporary():
+            log.info("removed an interrupted upload: %s", path)
         for folder in self._table_folders():
             removed = remove_orphans(self.landing, folder, keep=set())
             if removed:
@@ -111,179 +120,111 @@ class MirrorSink:
         self._recovered = True
         return completed
 
-    def process_batch(self, batch_id: int, records: Iterable[KafkaRecord]) -> BatchResult:
-        """Publish one batch. Re-running a committed batch id publishes nothing."""
-        started = time.monotonic()
+    def is_committed(self, batch_id: int) -> bool:
+        """Whether ``batch_id`` was published and committed already (a replay publishes nothing)."""
         if not self._recovered:
             self.recover()
+        return batch_id <= self.ledger.state.last_committed_batch
+
+    def collect_context(self, *, defer_keep_last: bool = True) -> CollectContext:
+        """The ledger state slices need, for collecting the next batch (on executors or here)."""
+        if not self._recovered:
+            self.recover()
+        state = self.ledger.state
+        established = {}
+        for tid, table in state.tables.items():
+            if table.schema is not None:
+                cached = self._schemas.get(table.schema)
+                if cached is None:
+                    cached = self._schemas[table.schema] = table.arrow_schema()
+                established[tid] = cached
+        return CollectContext(
+            mirror=self.mirror,
+            established=established,
+            key_columns={tid: t.key_columns for tid, t in state.tables.items() if t.key_columns},
+            stopped=frozenset(tid for tid, t in state.tables.items() if t.stopped),
+            defer_keep_last=defer_keep_last,
+        )
+
+    def process_batch(self, batch_id: int, records: Iterable[KafkaRecord]) -> BatchResult:
+        """Collect and publish one batch here, in this process. Re-running a committed batch id publishes nothing."""
+        return self.process_collected(batch_id, [], records)
+
+    def process_collected(
+        self, batch_id: int, slices: Sequence[Collected], records: Iterable[KafkaRecord] | None = None
+    ) -> BatchResult:
+        """Publish one batch from slices collected elsewhere (plus ``records`` collected here).
+
+        Records a slice deferred (``keep-last`` tables) are collected here with the TOAST stores.
+        """
+        started = time.monotonic()
         result = BatchResult(batch_id)
-        if batch_id <= self.ledger.state.last_committed_batch:
+        if self.is_committed(batch_id):
             result.already_committed = True
             return result
         try:
-            batches, refs, recreate = self._collect(records, result)
-            plan = self._stage(batch_id, batches, refs, recreate, result)
+            local = list(itertools.chain.from_iterable(s.deferred for s in slices))
+            if local or records is not None:
+                collector = SliceCollector(self.collect_context(defer_keep_last=False), self._toast)
+                slices = [*slices, collector.collect(itertools.chain(local, records or ()))]
+            tables, recreate, refs = self._merge(slices, result)
+            plan = self._stage(batch_id, tables, refs, recreate, result)
             if plan.files:
                 self.ledger.write_plan(plan)
                 self._publish(plan, result)
             else:
                 self.ledger.commit_state(plan.state)
         except BaseException:
-            for store in self._toast.values():
-                store.rollback()
+            self._toast.rollback()
             raise
-        for store in self._toast.values():
-            store.commit()
+        self._toast.commit()
         result.duration_s = time.monotonic() - started
         return result
 
-    # -- decode and mark -------------------------------------------------------------------------------
+    # -- merge slices ----------------------------------------------------------------------------------
 
-    def _collect(
-        self, records: Iterable[KafkaRecord], result: BatchResult
-    ) -> tuple[dict[str, TableBatch], dict[str, TableRef], set[str]]:
-        state = self.ledger.state
-        batches: dict[str, TableBatch] = {}
+    def _merge(
+        self, slices: Sequence[Collected], result: BatchResult
+    ) -> tuple[dict[str, TableRows], set[str], dict[str, TableRef]]:
+        """Join the slices' pieces per table, in (topic, partition, offset) order."""
+        pieces: dict[str, list[TablePiece]] = {}
         refs: dict[str, TableRef] = {}
-        mappers: dict[str, RowMarkerMapper] = {}
+        for part in slices:
+            result.records += part.records
+            for kind, count in part.skipped.by_kind.items():
+                result.skipped.add(kind, count)
+            for problem in part.problems:
+                log.error("malformed input: %s", problem)
+            if part.problems:
+                result.skipped.add("malformed", len(part.problems))
+            for tid, reason in part.stopped.items():
+                result.stopped.setdefault(tid, reason)
+                refs[tid] = part.stopped_refs[tid]
+            for tid, piece in part.pieces.items():
+                pieces.setdefault(tid, []).append(piece)
+        tables: dict[str, TableRows] = {}
         recreate: set[str] = set()
-        last_offsets: dict[tuple[str, int], int] = {}
-        unordered: set[str] = set()
-        stopped = result.stopped
-        already_stopped = {tid for tid, table in state.tables.items() if table.stopped}
-        for record in records:
-            result.records += 1
-            try:
-                decoded = self._decoder.decode(record)
-            except DecodeError as exc:
-                ref = self._topic(record.topic)[0]
-                result.skipped.add("malformed")
-                if ref.id not in stopped and ref.id not in already_stopped:
-                    stopped[ref.id] = str(exc)
-                    refs.setdefault(ref.id, ref)
-                    log.error("table %s stopped: %s", ref.id, exc)
-                continue
-            if isinstance(decoded, Noise):
-                result.skipped.add(decoded.kind)
-                continue
-            ref, settings = self._topic(record.topic)
-            tid = ref.id
-            if tid in stopped or tid in already_stopped:
-                result.skipped.add("table_stopped")
-                continue
-            refs.setdefault(tid, ref)
-            op = decoded.op
+        for tid, found in pieces.items():
+            found.sort(key=lambda p: p.first)
             counts = result.table(tid).events
-            counts[op] = counts.get(op, 0) + 1
+            for piece in found:
+                for op, count in piece.events.items():
+                    counts[op] = counts.get(op, 0) + count
+            restart = max((i for i, p in enumerate(found) if p.recreate), default=None)
+            if restart is not None:
+                recreate.add(tid)
+                found = found[restart:]
+            refs[tid] = found[0].ref
             try:
-                if op == "t":
-                    self._truncate(tid, decoded, batches, recreate, result)
-                    continue
-                batch = batches.get(tid)
-                if batch is None:
-                    batch = batches[tid] = TableBatch(tid, self._key_columns(tid, decoded))
-                    mappers[tid] = self._mapper(tid, batch.key_columns, decoded)
-                if decoded.key_fields != batch.key_columns and not settings.key_columns:
-                    self._key_changed(batch, decoded)
-                if decoded.columns is not None:
-                    batch.merge_columns(decoded.columns, record)
-                for marker, row in mappers[tid].rows(decoded):
-                    batch.markers.append(marker)
-                    batch.rows.append(row)
-                    batch.records.append(record)
-                if op != "r":
-                    batch.snapshot_only = False
-                ts_ms = decoded.ts_ms
-                if ts_ms is not None and (batch.max_source_ts_ms is None or ts_ms > batch.max_source_ts_ms):
-                    batch.max_source_ts_ms = ts_ms
-                position = (record.topic, record.partition)
-                if last_offsets.get(position, -1) > record.offset:
-                    unordered.add(tid)
-                last_offsets[position] = record.offset
+                tables[tid] = _join(tid, found)
             except TableStopped as exc:
-                stopped[tid] = exc.reason
+                result.stopped.setdefault(tid, exc.reason)
                 log.error("%s", exc)
-                # Rows before the poison event stay: they are correct, and the mirror keeps them.
-        for batch in batches.values():
-            if batch.max_source_ts_ms is not None:
-                result.max_source_ts_ms = max(result.max_source_ts_ms or 0, batch.max_source_ts_ms)
-        for tid in unordered:
-            if tid in batches:
-                _sort_by_position(batches[tid])
-        return batches, refs, recreate
-
-    def _truncate(
-        self,
-        tid: str,
-        event: ChangeEvent,
-        batches: dict[str, TableBatch],
-        recreate: set[str],
-        result: BatchResult,
-    ) -> None:
-        policy = self._topic(event.record.topic)[1].truncate_policy or self.mirror.truncate_policy
-        if policy == "ignore":
-            result.skipped.add("truncate")
-            return
-        if policy == "recreate":
-            # Everything before the truncate is gone in the source too; the folder starts again.
-            batches.pop(tid, None)
-            recreate.add(tid)
-            self._toast.pop(tid, None)
-            log.warning(
-                "%s: truncate: table %s folder will be recreated (data lost until re-snapshot)",
-                event.record.position,
-                tid,
-            )
-            return
-        raise TableStopped(
-            tid,
-            f"{event.record.position}: the source table was truncated and open mirroring has no truncate marker; "
-            "set truncate_policy to 'recreate' (drops and recreates the folder) or 'ignore', or reload the table",
-        )
-
-    def _key_columns(self, tid: str, event: ChangeEvent) -> tuple[str, ...]:
-        override = self._topic(event.record.topic)[1].key_columns
-        if override:
-            return tuple(override)
-        if event.key_fields:
-            return event.key_fields
-        known = self.ledger.state.tables.get(tid)
-        if known and known.key_columns:
-            return known.key_columns
-        raise TableStopped(
-            tid,
-            f"{event.record.position}: the event has no key, so updates and deletes cannot be mirrored; "
-            f"give the table a primary key or set mirror.tables[{event.record.topic!r}].key_columns",
-        )
-
-    @staticmethod
-    def _key_changed(batch: TableBatch, event: ChangeEvent) -> None:
-        if event.key_fields:
-            raise TableStopped(
-                batch.table_id,
-                f"{event.record.position}: key columns changed from {list(batch.key_columns)} to "
-                f"{list(event.key_fields)}; keyColumns can never change: drop the table folder to reload it",
-            )
-
-    def _mapper(self, tid: str, key_columns: tuple[str, ...], event: ChangeEvent) -> RowMarkerMapper:
-        policy = self._topic(event.record.topic)[1].toast_policy or self.mirror.toast_policy
-        store = None
-        if policy == "keep-last":
-            store = self._toast.get(tid)
-            if store is None:
-                store = self._toast[tid] = self._load_toast_store(tid)
-        toastable = None
-        if event.columns is not None:
-            toastable = frozenset(name for name, ctype in event.columns.items() if ctype.toastable)
-        return RowMarkerMapper(
-            tid,
-            key_columns,
-            replay_safe_inserts=self.mirror.replay_safe_inserts,
-            toast_policy=policy,
-            placeholder=self.mirror.unavailable_value_placeholder,
-            toastable_columns=toastable,
-            toast_store=store,
-        )
+                continue
+            ts_ms = tables[tid].max_source_ts_ms
+            if ts_ms is not None:
+                result.max_source_ts_ms = max(result.max_source_ts_ms or 0, ts_ms)
+        return tables, recreate, refs
 
     def _load_toast_store(self, tid: str) -> ToastStore:
         table = self.ledger.state.tables.get(tid)
@@ -296,7 +237,7 @@ class MirrorSink:
     def _stage(
         self,
         batch_id: int,
-        batches: dict[str, TableBatch],
+        batches: dict[str, TableRows],
         refs: dict[str, TableRef],
         recreate: set[str],
         result: BatchResult,
@@ -314,8 +255,8 @@ class MirrorSink:
                     self._partner_events(batch)
                     table_state, staged = self._stage_table(batch_id, ref, batch, table_state)
                     files.extend(staged)
-                    if tid in self._toast:
-                        path = self.ledger.write_toast_snapshot(tid, batch_id, self._toast[tid].snapshot())
+                    if tid in self._toast.stores:
+                        path = self.ledger.write_toast_snapshot(tid, batch_id, self._toast.stores[tid].snapshot())
                         table_state = replace(table_state, toast_snapshot=path)
                 tables[tid] = table_state
             except (TableStopped, LandingZoneCorrupt) as exc:
@@ -353,10 +294,11 @@ class MirrorSink:
         return known
 
     def _stage_table(
-        self, batch_id: int, ref: TableRef, batch: TableBatch, table_state: TableState
+        self, batch_id: int, ref: TableRef, batch: TableRows, table_state: TableState
     ) -> tuple[TableState, list[PlannedFile]]:
         established = table_state.arrow_schema()
-        table = batch.to_arrow(established, self._declared_decimals(ref))
+        table = batch.table
+        assert table is not None  # noqa: S101 - callers pass tables with rows
         data_schema = pa.schema([f for f in table.schema if f.name != ROW_MARKER_COLUMN])
         merged = _merge_schema(ref.id, established, data_schema)
         omit_marker = (
@@ -407,24 +349,10 @@ class MirrorSink:
         rows_per_file = max(1, rows_per_file)
         return [table.slice(start, rows_per_file) for start in range(0, max(table.num_rows, 1), rows_per_file)]
 
-    def _declared_decimals(self, ref: TableRef) -> dict[str, ColumnType]:
-        prefix = f"{ref.id}."
-        out = {}
-        for column, spec in self.mirror.decimal_columns.items():
-            if column.startswith(prefix):
-                precision, scale = parse_precision_scale(spec, f"mirror.decimal_columns[{column}]")
-                out[column[len(prefix) :]] = text_decimal_type(precision, scale)
-        return out
-
-    def _partner_events(self, batch: TableBatch) -> None:
+    def _partner_events(self, batch: TableRows) -> None:
         if self._partner_events_written:
             return
-        connector = None
-        for record in batch.records[:1]:
-            decoded = self._decoder.decode(record)
-            if isinstance(decoded, ChangeEvent):
-                connector = decoded.source.get("connector")
-        source_type = self.mirror.source_type or (str(connector) if connector else "Debezium")
+        source_type = self.mirror.source_type or batch.connector or "Debezium"
         ensure_partner_events(self.landing, self.mirror.partner_name, source_type, self.mirror.source_version)
         self._partner_events_written = True
 
@@ -483,12 +411,33 @@ def _merge_schema(tid: str, established: pa.Schema | None, batch: pa.Schema) -> 
     return pa.schema(fields)
 
 
-def _sort_by_position(batch: TableBatch) -> None:
-    """Restore (partition, offset) order when the input interleaved a partition out of order."""
-    order = sorted(
-        range(len(batch.rows)),
-        key=lambda i: (batch.records[i].topic, batch.records[i].partition, batch.records[i].offset),
+def _join(tid: str, pieces: list[TablePiece]) -> TableRows:
+    """One table of the batch from its pieces (already in order); pieces disagreeing on keys or types stop it."""
+    keys = {p.key_columns for p in pieces if p.rows}
+    if len(keys) > 1:
+        raise TableStopped(
+            tid,
+            f"key columns differ within the batch ({sorted(list(k) for k in keys)}); keyColumns can never change: "
+            "drop the table folder to reload it",
+        )
+    arrows = [p.table for p in pieces if p.table is not None and p.table.num_rows]
+    table: pa.Table | None = arrows[0] if arrows else None
+    if len(arrows) > 1:
+        try:
+            table = pa.concat_tables(arrows, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            where = ", ".join(f"{t}[{p}]@{o}" for t, p, o in (piece.first for piece in pieces))
+            raise TableStopped(tid, f"column types differ between partitions ({where}): {exc}") from exc
+        if table.column_names[-1] != ROW_MARKER_COLUMN:
+            # Columns only later pieces have were appended after the marker; it must stay last.
+            order = [n for n in table.column_names if n != ROW_MARKER_COLUMN] + [ROW_MARKER_COLUMN]
+            table = table.select(order)
+    with_rows = [p for p in pieces if p.rows]
+    return TableRows(
+        ref=pieces[0].ref,
+        key_columns=next(iter(keys)) if keys else pieces[0].key_columns,
+        table=table,
+        snapshot_only=all(p.snapshot_only for p in with_rows),
+        max_source_ts_ms=max((p.max_source_ts_ms for p in pieces if p.max_source_ts_ms is not None), default=None),
+        connector=next((p.connector for p in pieces if p.connector), None),
     )
-    batch.rows = [batch.rows[i] for i in order]
-    batch.markers = [batch.markers[i] for i in order]
-    batch.records = [batch.records[i] for i in order]

@@ -1,16 +1,19 @@
 """``run``: the streaming service. Spark moves records; the core publishes them in ``foreachBatch``.
 
-The sink runs on the driver: each micro-batch is collected as Arrow (bounded by
-``maxOffsetsPerTrigger``), decoded, encoded and published there. Spark's checkpoint lives in
-``<checkpoint>/spark``, the connector's ledger in ``<checkpoint>/ledger``.
+Each micro-batch (bounded by ``maxOffsetsPerTrigger``) is decoded and marked on the executors, one slice
+per Kafka partition (``connector.stream.slices``); the driver joins the slices, numbers, encodes,
+publishes and commits. Spark's checkpoint lives in ``<checkpoint>/spark``, the connector's ledger in
+``<checkpoint>/ledger``.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import signal
+import sys
 import time
 from pathlib import Path
 from types import FrameType
@@ -21,8 +24,10 @@ import orjson
 from connector import metrics
 from connector.config import ConnectorSettings, load_settings
 from connector.errors import ConfigError
+from connector.landing.collect import Collected
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
+from connector.stream.slices import collect_slices
 from connector.stream.source import kafka_jars, records_from_arrow, stream
 
 if TYPE_CHECKING:
@@ -35,25 +40,27 @@ log = logging.getLogger("connector.run")
 class BatchWriter:
     """The ``foreachBatch`` function: one micro-batch → the sink → metrics and one log line."""
 
-    def __init__(self, sink: MirrorSink, health: metrics.HealthState) -> None:
+    def __init__(self, sink: MirrorSink, health: metrics.HealthState, decode_on: str = "driver") -> None:
         self.sink = sink
         self.health = health
-        self.bad_lines = 0
+        self.decode_on = decode_on
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Publish micro-batch ``batch_id``; raising fails the query (Spark then retries it on restart)."""
         started = time.monotonic()
+        collected = started
         try:
-            arrow = frame.toArrow()
-            collected = time.monotonic()
-            records, problems = records_from_arrow(arrow)
-            del arrow
-            for problem in problems:
-                log.error("malformed input: %s", problem)
-            self.bad_lines += len(problems)
-            if problems:
-                metrics.SKIPPED.labels("malformed").inc(len(problems))
-            result = self.sink.process_batch(batch_id, records)
+            if self.sink.is_committed(batch_id):
+                # Spark replays the last batch after a crash between our commit and its own.
+                result = self.sink.process_collected(batch_id, [])
+            elif self.decode_on == "executors":
+                slices = collect_slices(frame, self.sink.collect_context())
+                collected = time.monotonic()
+                result = self.sink.process_collected(batch_id, slices)
+            else:
+                records, problems = records_from_arrow(frame.toArrow())
+                collected = time.monotonic()
+                result = self.sink.process_collected(batch_id, [Collected(problems=problems)], records)
         except Exception:
             metrics.BATCHES.labels("failed").inc()
             metrics.PUBLISH_ERRORS.labels("").inc()
@@ -87,6 +94,9 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
     """A Spark session for the job; Kafka connector jars only when reading Kafka."""
     from pyspark.sql import SparkSession
 
+    # The Python workers that collect slices must run this interpreter, which has the connector installed;
+    # PySpark reads the variable when the context starts (the spark.pyspark.python setting is spark-submit's).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.appName("debezium-fabric-mirror")
         .master(settings.spark.master)
@@ -95,7 +105,7 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
         .config("spark.driver.memory", "2g")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-        # One Arrow batch per partition slice rather than many small ones: collecting is the driver's main cost.
+        # One Arrow batch per partition slice rather than many small ones.
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
     )
     if settings.source.kind == "kafka":
@@ -164,7 +174,7 @@ def run(settings: ConnectorSettings) -> int:
         completed,
     )
     spark = spark_session(settings)
-    writer = stream(spark, settings).writeStream.foreachBatch(BatchWriter(sink, health))
+    writer = stream(spark, settings).writeStream.foreachBatch(BatchWriter(sink, health, settings.spark.decode_on))
     writer = writer.option("checkpointLocation", str(checkpoint / "spark"))
     if settings.trigger == "available-now":
         writer = writer.trigger(availableNow=True)

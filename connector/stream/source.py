@@ -23,6 +23,14 @@ if TYPE_CHECKING:
 SAMPLE_EVENTS = Path(__file__).resolve().parent.parent / "sample"
 _REPO_JARS = Path(__file__).resolve().parents[2] / ".cache" / "jars" / "spark-kafka"
 
+#: Consumer settings for Spark's Kafka source unless ``source.kafka_options`` sets them. Spark's consumer
+#: polls 500 records at a time by default; bigger polls and fetches double its read rate (see README).
+KAFKA_READ_DEFAULTS = {
+    "kafka.max.poll.records": "20000",
+    "kafka.max.partition.fetch.bytes": str(8 << 20),
+    "kafka.fetch.max.bytes": str(32 << 20),
+}
+
 
 def kafka_jars() -> list[str]:
     """Spark's Kafka connector jars: ``CONNECTOR_SPARK_JARS_DIR`` (the image), else the repo's cache."""
@@ -68,7 +76,7 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
     )
     if source.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", source.max_offsets_per_trigger)
-    for key, value in source.resolved_kafka_options().items():
+    for key, value in {**KAFKA_READ_DEFAULTS, **source.resolved_kafka_options()}.items():
         reader = reader.option(key, value)
     from pyspark.sql import functions as func
 

@@ -1,0 +1,330 @@
+"""Decode and mark one slice of a batch: Kafka records in, one marked Arrow table per landing-zone table out.
+
+This is the per-record half of the core. It only reads state (``CollectContext``), so it runs where
+the records are: in Spark's Python workers, once per Kafka-partition slice of a micro-batch, or
+in-process for ``convert``. The driver then merges the slices' ``TablePiece`` objects, assigns file
+numbers, publishes and commits (``connector.landing.sink``).
+
+The one stateful feature, the ``keep-last`` TOAST store, needs every earlier batch's values, which only
+the driver holds: with ``defer_keep_last`` the records of such tables come back untouched in
+``Collected.deferred`` and the driver collects them itself with its stores.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from connector.config import MirrorSettings, TableSettings, parse_precision_scale
+from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
+from connector.debezium.types import ColumnType, text_decimal_type
+from connector.errors import DecodeError, TableStopped
+from connector.events import KafkaRecord, SkipCounts
+from connector.landing.batching import TableBatch
+from connector.landing.layout import TableRef, table_for_topic
+from connector.landing.rowmarker import RowMarkerMapper, ToastStores
+
+log = logging.getLogger(__name__)
+
+Position = tuple[str, int, int]
+
+
+@dataclass(frozen=True)
+class CollectContext:
+    """What a slice needs to know of the ledger: read-only, pickled to Spark's Python workers."""
+
+    mirror: MirrorSettings
+    established: dict[str, pa.Schema] = field(default_factory=dict)
+    key_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    stopped: frozenset[str] = frozenset()
+    defer_keep_last: bool = False
+
+
+@dataclass
+class TablePiece:
+    """One table's marked rows from one slice, in Kafka order, with what the driver needs to publish them."""
+
+    ref: TableRef
+    key_columns: tuple[str, ...]
+    table: pa.Table | None
+    first: Position
+    events: dict[str, int] = field(default_factory=dict)
+    snapshot_only: bool = True
+    max_source_ts_ms: int | None = None
+    connector: str | None = None
+    recreate: bool = False  # a truncate (policy recreate) came first: earlier rows of the table are void
+
+    @property
+    def rows(self) -> int:
+        """Marked rows in the piece."""
+        return 0 if self.table is None else self.table.num_rows
+
+
+@dataclass
+class Collected:
+    """The outcome of collecting one slice."""
+
+    pieces: dict[str, TablePiece] = field(default_factory=dict)
+    skipped: SkipCounts = field(default_factory=SkipCounts)
+    stopped: dict[str, str] = field(default_factory=dict)
+    stopped_refs: dict[str, TableRef] = field(default_factory=dict)
+    deferred: list[KafkaRecord] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    records: int = 0
+
+
+class _Open:
+    """A table being collected: rows so far and its mapper."""
+
+    def __init__(self, batch: TableBatch, mapper: RowMarkerMapper, ref: TableRef, first: Position) -> None:
+        self.batch = batch
+        self.mapper = mapper
+        self.ref = ref
+        self.first = first
+        self.connector: str | None = None
+
+
+class SliceCollector:
+    """Decodes records and marks their rows, per table; one instance per slice."""
+
+    def __init__(self, context: CollectContext, toast_stores: ToastStores | None = None) -> None:
+        self.context = context
+        self.mirror = context.mirror
+        precision, scale = parse_precision_scale(self.mirror.variable_scale_decimal, "mirror.variable_scale_decimal")
+        self._decoder = EnvelopeDecoder(precision, scale)
+        self._toast_stores = toast_stores
+        self._topics: dict[str, tuple[TableRef, TableSettings, bool]] = {}
+
+    def _topic(self, topic: str) -> tuple[TableRef, TableSettings, bool]:
+        """Table, overrides and whether the table is deferred, once per topic (this is on the per-record path)."""
+        known = self._topics.get(topic)
+        if known is None:
+            settings = self.mirror.table_settings(topic)
+            keep_last = (settings.toast_policy or self.mirror.toast_policy) == "keep-last"
+            deferred = keep_last and self._toast_stores is None
+            known = self._topics[topic] = (table_for_topic(topic, self.mirror), settings, deferred)
+        return known
+
+    def collect(self, records: Iterable[KafkaRecord]) -> Collected:
+        """Decode and mark ``records`` (one slice, in Kafka order per partition)."""
+        out = Collected()
+        tables: dict[str, _Open] = {}
+        events: dict[str, dict[str, int]] = {}
+        refs: dict[str, TableRef] = {}
+        recreated: dict[str, Position] = {}
+        last_offsets: dict[tuple[str, int], int] = {}
+        unordered: set[str] = set()
+        stopped = out.stopped
+        already_stopped = self.context.stopped
+        for record in records:
+            out.records += 1
+            ref, settings, deferred = self._topic(record.topic)
+            if deferred:
+                out.deferred.append(record)
+                continue
+            try:
+                decoded = self._decoder.decode(record)
+            except DecodeError as exc:
+                out.skipped.add("malformed")
+                if ref.id not in stopped and ref.id not in already_stopped:
+                    stopped[ref.id] = str(exc)
+                    out.stopped_refs[ref.id] = ref
+                    log.error("table %s stopped: %s", ref.id, exc)
+                continue
+            if isinstance(decoded, Noise):
+                out.skipped.add(decoded.kind)
+                continue
+            tid = ref.id
+            if tid in stopped or tid in already_stopped:
+                out.skipped.add("table_stopped")
+                continue
+            op = decoded.op
+            counts = events.get(tid)
+            if counts is None:
+                counts = events[tid] = {}
+                refs[tid] = ref
+            counts[op] = counts.get(op, 0) + 1
+            try:
+                if op == "t":
+                    self._truncate(tid, decoded, settings, tables, recreated, out)
+                    continue
+                table = tables.get(tid)
+                if table is None:
+                    table = tables[tid] = self._open(tid, ref, decoded, settings)
+                batch = table.batch
+                if decoded.key_fields != batch.key_columns and not settings.key_columns:
+                    _key_changed(batch, decoded)
+                if decoded.columns is not None:
+                    batch.merge_columns(decoded.columns, record)
+                for marker, row in table.mapper.rows(decoded):
+                    batch.markers.append(marker)
+                    batch.rows.append(row)
+                    batch.records.append(record)
+                if op != "r":
+                    batch.snapshot_only = False
+                if table.connector is None:
+                    connector = decoded.source.get("connector")
+                    table.connector = str(connector) if connector else None
+                ts_ms = decoded.ts_ms
+                if ts_ms is not None and (batch.max_source_ts_ms is None or ts_ms > batch.max_source_ts_ms):
+                    batch.max_source_ts_ms = ts_ms
+                position = (record.topic, record.partition)
+                if last_offsets.get(position, -1) > record.offset:
+                    unordered.add(tid)
+                last_offsets[position] = record.offset
+            except TableStopped as exc:
+                stopped[tid] = exc.reason
+                out.stopped_refs[tid] = ref
+                log.error("%s", exc)
+                # Rows before the poison event stay: they are correct, and the mirror keeps them.
+        for tid, counts in events.items():
+            table = tables.get(tid)
+            if table is not None and tid in unordered:
+                _sort_by_position(table.batch)
+            out.pieces[tid] = self._piece(tid, refs[tid], table, counts, recreated.get(tid), out)
+        return out
+
+    def _open(self, tid: str, ref: TableRef, event: ChangeEvent, settings: TableSettings) -> _Open:
+        key_columns = self._key_columns(tid, event, settings)
+        record = event.record
+        return _Open(
+            TableBatch(tid, key_columns),
+            self._mapper(tid, key_columns, event, settings),
+            ref,
+            (record.topic, record.partition, record.offset),
+        )
+
+    def _piece(
+        self,
+        tid: str,
+        ref: TableRef,
+        table: _Open | None,
+        events: dict[str, int],
+        recreated_at: Position | None,
+        out: Collected,
+    ) -> TablePiece:
+        if table is None:  # only a truncate (recreate) or events that stopped the table before any row
+            return TablePiece(
+                ref=ref,
+                key_columns=self.context.key_columns.get(tid, ()),
+                table=None,
+                first=recreated_at or ("", 0, 0),
+                events=events,
+                recreate=recreated_at is not None,
+            )
+        batch = table.batch
+        arrow = None
+        if len(batch):
+            try:
+                arrow = batch.to_arrow(self.context.established.get(tid), self._declared_decimals(ref))
+            except TableStopped as exc:
+                out.stopped[tid] = exc.reason
+                out.stopped_refs[tid] = ref
+                log.error("%s", exc)
+        return TablePiece(
+            ref=ref,
+            key_columns=batch.key_columns,
+            table=arrow,
+            first=recreated_at or table.first,
+            events=events,
+            snapshot_only=batch.snapshot_only,
+            max_source_ts_ms=batch.max_source_ts_ms,
+            connector=table.connector,
+            recreate=recreated_at is not None,
+        )
+
+    def _truncate(
+        self,
+        tid: str,
+        event: ChangeEvent,
+        settings: TableSettings,
+        tables: dict[str, _Open],
+        recreated: dict[str, Position],
+        out: Collected,
+    ) -> None:
+        policy = settings.truncate_policy or self.mirror.truncate_policy
+        if policy == "ignore":
+            out.skipped.add("truncate")
+            return
+        if policy == "recreate":
+            # Everything before the truncate is gone in the source too; the folder starts again.
+            tables.pop(tid, None)
+            record = event.record
+            recreated[tid] = (record.topic, record.partition, record.offset)
+            if self._toast_stores is not None:
+                self._toast_stores.reset(tid)
+            log.warning(
+                "%s: truncate: table %s folder will be recreated (data lost until re-snapshot)", record.position, tid
+            )
+            return
+        raise TableStopped(
+            tid,
+            f"{event.record.position}: the source table was truncated and open mirroring has no truncate marker; "
+            "set truncate_policy to 'recreate' (drops and recreates the folder) or 'ignore', or reload the table",
+        )
+
+    def _key_columns(self, tid: str, event: ChangeEvent, settings: TableSettings) -> tuple[str, ...]:
+        if settings.key_columns:
+            return tuple(settings.key_columns)
+        if event.key_fields:
+            return event.key_fields
+        known = self.context.key_columns.get(tid)
+        if known:
+            return known
+        raise TableStopped(
+            tid,
+            f"{event.record.position}: the event has no key, so updates and deletes cannot be mirrored; "
+            f"give the table a primary key or set mirror.tables[{event.record.topic!r}].key_columns",
+        )
+
+    def _mapper(
+        self, tid: str, key_columns: tuple[str, ...], event: ChangeEvent, settings: TableSettings
+    ) -> RowMarkerMapper:
+        policy = settings.toast_policy or self.mirror.toast_policy
+        store = None
+        if policy == "keep-last" and self._toast_stores is not None:
+            store = self._toast_stores.get(tid)
+        toastable = None
+        if event.columns is not None:
+            toastable = frozenset(name for name, ctype in event.columns.items() if ctype.toastable)
+        return RowMarkerMapper(
+            tid,
+            key_columns,
+            replay_safe_inserts=self.mirror.replay_safe_inserts,
+            toast_policy=policy,
+            placeholder=self.mirror.unavailable_value_placeholder,
+            toastable_columns=toastable,
+            toast_store=store,
+        )
+
+    def _declared_decimals(self, ref: TableRef) -> dict[str, ColumnType]:
+        prefix = f"{ref.id}."
+        out = {}
+        for column, spec in self.mirror.decimal_columns.items():
+            if column.startswith(prefix):
+                precision, scale = parse_precision_scale(spec, f"mirror.decimal_columns[{column}]")
+                out[column[len(prefix) :]] = text_decimal_type(precision, scale)
+        return out
+
+
+def _key_changed(batch: TableBatch, event: ChangeEvent) -> None:
+    if event.key_fields:
+        raise TableStopped(
+            batch.table_id,
+            f"{event.record.position}: key columns changed from {list(batch.key_columns)} to "
+            f"{list(event.key_fields)}; keyColumns can never change: drop the table folder to reload it",
+        )
+
+
+def _sort_by_position(batch: TableBatch) -> None:
+    """Restore (partition, offset) order when the input interleaved a partition out of order."""
+    order = sorted(
+        range(len(batch.rows)),
+        key=lambda i: (batch.records[i].topic, batch.records[i].partition, batch.records[i].offset),
+    )
+    batch.rows = [batch.rows[i] for i in order]
+    batch.markers = [batch.markers[i] for i in order]
+    batch.records = [batch.records[i] for i in order]

@@ -1,0 +1,50 @@
+"""The executor half of ``foreachBatch``: each Spark partition of a micro-batch is collected where it is.
+
+Spark's Kafka source makes one partition per Kafka partition (per offset range), so decoding and marking
+run in Spark's Python workers, in parallel over the executors' cores, and only the marked Arrow tables
+(far smaller than the JSON they came from) travel to the driver. The driver then numbers, encodes,
+publishes and commits (``MirrorSink.process_collected``). On a cluster this scales with the number of
+Kafka partitions and executors; on one machine it uses every core.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from functools import partial
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from connector.landing.collect import CollectContext, Collected, SliceCollector
+from connector.stream.source import records_from_arrow
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_SLICE_COLUMN = "slice"
+_SLICE_SCHEMA = pa.schema([pa.field(_SLICE_COLUMN, pa.binary())])
+
+
+def collect_slices(frame: DataFrame, context: CollectContext) -> list[Collected]:
+    """Collect every Spark partition of ``frame`` on the executors; the slices come back to the driver."""
+    task = partial(collect_partition, context)
+    table = frame.mapInArrow(task, f"{_SLICE_COLUMN} binary").toArrow()
+    # Pickle only ever crosses between this job's own Python processes (worker → driver).
+    return [pickle.loads(data) for data in table.column(_SLICE_COLUMN).to_pylist()]  # noqa: S301
+
+
+def collect_partition(context: CollectContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: one partition's records → one pickled ``Collected`` slice."""
+    records = []
+    problems = []
+    for batch in batches:
+        found, bad = records_from_arrow(pa.Table.from_batches([batch]))
+        records.extend(found)
+        problems.extend(bad)
+    if not records and not problems:
+        return
+    collected = SliceCollector(context).collect(records)
+    collected.problems.extend(problems)
+    data = pickle.dumps(collected, protocol=pickle.HIGHEST_PROTOCOL)
+    yield pa.RecordBatch.from_arrays([pa.array([data], type=pa.binary())], schema=_SLICE_SCHEMA)
