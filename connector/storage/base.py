@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from datetime import timedelta
+
+#: Prefix of a backend's in-flight writes (written aside, then moved into place). Open mirroring skips
+#: underscore-prefixed names, and a crash can leave such a file behind: ``cleanup_temporary`` removes them.
+TEMP_PREFIX = "_tmp_"
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,22 @@ class Storage(ABC):
     @abstractmethod
     def delete_tree(self, path: str) -> None:
         """Delete folder ``path`` and everything under it; a missing folder is not an error."""
+
+    @abstractmethod
+    def cleanup_temporary(self, prefix: str = "", *, older_than: timedelta | None = None) -> list[str]:
+        """Delete the ``_tmp_*`` files that interrupted writes left under folder ``prefix``, recursively.
+
+        Meant for start-up, when no write of this process is in flight. Numbered files, ``_metadata.json``
+        and every other name are never touched.
+
+        Args:
+            prefix: Folder to clean (``""`` for the whole root).
+            older_than: Only delete files last modified at least this long ago, to spare the in-flight
+                writes of another process; ``None`` deletes them all.
+
+        Returns:
+            The deleted paths, relative to the root.
+        """
 
     def exists(self, path: str) -> bool:
         """Return whether a file exists at ``path``."""

@@ -12,9 +12,14 @@ object, a request (which holds the bearer token) or a credential.
 
 from __future__ import annotations
 
+from connector.errors import ConnectorError
 
-class StorageError(Exception):
+
+class StorageError(ConnectorError):
     """A storage operation failed for a reason that is not a missing or existing file.
+
+    A ``ConnectorError``, so the command line prints the message (which names the path and, for access
+    problems, the identity) as one ``error:`` line instead of a traceback.
 
     Attributes:
         path: The storage path (relative to the backend's root) the operation was about, or ``""``.

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
+import time
+from datetime import timedelta
 from pathlib import Path
 
 from typing_extensions import override
 
-from connector.storage.base import FileInfo, Storage
+from connector.storage.base import TEMP_PREFIX, FileInfo, Storage
+
+_LOG = logging.getLogger(__name__)
 
 
 class LocalStorage(Storage):
@@ -39,7 +44,7 @@ class LocalStorage(Storage):
         target = self._abs(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         # Write aside, fsync, then link into place: readers never see a partial file.
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix="_tmp_", suffix=".part")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".part")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -54,7 +59,7 @@ class LocalStorage(Storage):
     def replace(self, path: str, data: bytes) -> None:
         target = self._abs(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix="_tmp_", suffix=".part")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".part")
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -103,6 +108,29 @@ class LocalStorage(Storage):
     @override
     def delete_tree(self, path: str) -> None:
         shutil.rmtree(self._abs(path), ignore_errors=True)
+
+    @override
+    def cleanup_temporary(self, prefix: str = "", *, older_than: timedelta | None = None) -> list[str]:
+        # ``create`` and ``replace`` write ``_tmp_*.part`` beside their target; a crash between the
+        # write and the link / rename leaves it there.
+        folder = self._abs(prefix)
+        cutoff = None if older_than is None else time.time() - older_than.total_seconds()
+        deleted: list[str] = []
+        for parent, _, names in os.walk(folder):
+            for name in names:
+                if not name.startswith(TEMP_PREFIX):
+                    continue
+                path = Path(parent) / name
+                try:
+                    if cutoff is not None and path.stat().st_mtime > cutoff:
+                        continue
+                    path.unlink()
+                except FileNotFoundError:
+                    continue
+                deleted.append(path.relative_to(self.root).as_posix())
+        if deleted:
+            _LOG.info("deleted %d stale temporary file(s) under %s/%s", len(deleted), self.url, prefix)
+        return sorted(deleted)
 
 
 def _fsync_dir(folder: Path) -> None:

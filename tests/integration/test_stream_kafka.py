@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from connector.storage import LocalStorage
+from connector.storage import LocalStorage, Storage
 from connector.tools.replay import replay_landing_zone
 from connector.tools.validate import validate_landing_zone
 from tests.support.kafka import produce, run_connector
+from tests.support.landing import Landing
 from tests.support.model import Workload, replayed_rows
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -31,7 +32,7 @@ def prepare(make_topic: Callable[..., str], bootstrap: str, prefix: str, operati
     return workload
 
 
-def connector_args(bootstrap: str, prefix: str, tmp: Path, *extra: str) -> list[str]:
+def connector_args(bootstrap: str, prefix: str, tmp: Path, *extra: str, landing_zone: str | None = None) -> list[str]:
     config = tmp / "config.yaml"
     config.write_text("mirror:\n  max_rows_per_file: 400\n")
     return [
@@ -43,7 +44,7 @@ def connector_args(bootstrap: str, prefix: str, tmp: Path, *extra: str) -> list[
         "--topics",
         rf"(__debezium-heartbeat\.)?{prefix}(\..*)?",
         "--landing-zone",
-        str(tmp / "lz"),
+        landing_zone or str(tmp / "lz"),
         "--checkpoint",
         str(tmp / "cp"),
         "--trigger",
@@ -56,35 +57,42 @@ def connector_args(bootstrap: str, prefix: str, tmp: Path, *extra: str) -> list[
     ]
 
 
-def assert_mirror_equals(tmp: Path, workload: Workload) -> None:
-    storage = LocalStorage(tmp / "lz")
+def assert_mirror_equals(storage: Storage, workload: Workload) -> None:
     assert [str(p) for p in validate_landing_zone(storage)] == []
     assert replayed_rows(replay_landing_zone(storage)) == workload.expected()
 
 
-def file_digests(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in root.rglob("*")
-        if p.is_file() and p.name[:1].isdigit()
-    }
+def file_digests(storage: Storage, folder: str = "") -> dict[str, str]:
+    """SHA-256 of every numbered file in the landing zone."""
+    out: dict[str, str] = {}
+    for entry in storage.list_dir(folder):
+        if entry.is_dir:
+            out.update(file_digests(storage, entry.path))
+        elif entry.path.rsplit("/", 1)[-1][:1].isdigit():
+            out[entry.path] = hashlib.sha256(storage.read_bytes(entry.path)).hexdigest()
+    return out
 
 
 def test_available_now_catches_up_and_mirror_equals_source(
-    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path, landing: Landing
 ) -> None:
-    workload = prepare(make_topic, kafka_bootstrap, "it1", 2500)
-    result = run_connector(*connector_args(kafka_bootstrap, "it1", tmp_path))
+    """Runs with the landing zone in a local folder and on OneLake (the DFS test double, reached with a
+    managed identity through azure-identity); the Spark checkpoint stays local."""
+    prefix = f"it1{landing.backend}"
+    workload = prepare(make_topic, kafka_bootstrap, prefix, 2500)
+    args = connector_args(kafka_bootstrap, prefix, tmp_path, landing_zone=landing.url)
+    env = {"CONNECTOR_LANDING_ZONE__CREDENTIAL": "managed_identity"}  # ignored for a local folder
+    result = run_connector(*args, env=env)
     assert result.returncode == 0, result.stderr[-4000:]
     assert '"event":"batch"' in result.stderr
-    assert_mirror_equals(tmp_path, workload)
-    first = file_digests(tmp_path / "lz")
+    assert_mirror_equals(landing.storage, workload)
+    first = file_digests(landing.storage)
     # More changes later: the same job continues the numbering and the mirror follows.
     produce(kafka_bootstrap, workload.records(800))
-    again = run_connector(*connector_args(kafka_bootstrap, "it1", tmp_path))
+    again = run_connector(*args, env=env)
     assert again.returncode == 0, again.stderr[-4000:]
-    assert_mirror_equals(tmp_path, workload)
-    after = file_digests(tmp_path / "lz")
+    assert_mirror_equals(landing.storage, workload)
+    after = file_digests(landing.storage)
     assert {k: after[k] for k in first} == first  # nothing published is rewritten
     assert len(after) > len(first)
 
@@ -105,11 +113,12 @@ def test_sigkill_while_publishing_then_restart(
         env={"CRASH_OPERATION": operation, "CRASH_AT": str(at)},
     )
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    published = file_digests(tmp_path / "lz")
+    landing = LocalStorage(tmp_path / "lz")
+    published = file_digests(landing)
     assert published  # the kill came in the middle of publishing, after some files
     restarted = run_connector(*connector_args(kafka_bootstrap, prefix, tmp_path))
     assert restarted.returncode == 0, restarted.stderr[-4000:]
-    assert_mirror_equals(tmp_path, workload)
-    final = file_digests(tmp_path / "lz")
+    assert_mirror_equals(landing, workload)
+    final = file_digests(landing)
     assert {k: final[k] for k in published} == published  # never overwritten
     assert not list((tmp_path / "lz").rglob("_staged_*"))

@@ -24,6 +24,18 @@ unanswered past the client's read timeout; connections dropped after reading par
 requests processed but whose answer is lost (the case that makes retried renames tricky); and 403
 ``AuthorizationPermissionMismatch`` for everything. Any bearer token, or none, is accepted.
 
+The server also plays an Azure **managed identity endpoint**, App Service style (``GET /msi/token``
+with the ``X-IDENTITY-HEADER`` secret, answering ``access_token`` / ``expires_on``), the protocol
+azure-identity's ``ManagedIdentityCredential`` and ``DefaultAzureCredential`` use when
+``IDENTITY_ENDPOINT`` and ``IDENTITY_HEADER`` are set. With ``managed_identity_environment(server)``
+(those two variables plus ``REQUESTS_CA_BUNDLE`` trusting the server's certificate), an unmodified
+``python -m connector ... --landing-zone <location_url>`` authenticates through azure-identity's real
+code path and reaches this double: nothing in the connector knows it is under test. Which storage
+requests carried a token from that endpoint is counted (``authorized``).
+
+Every moment a file's content becomes visible under a path (a flush, or a rename's destination) is
+logged in ``content_log``, so a test can prove that no path was ever written twice.
+
 ``make_onelake_storage(server, root)`` returns a ``OneLakeStorage`` pointed at a running server, so
 other test suites can parametrise over the local and the OneLake backend.
 """
@@ -36,7 +48,9 @@ import hashlib
 import ipaddress
 import itertools
 import json
+import os
 import random
+import secrets
 import socket
 import ssl
 import tempfile
@@ -87,7 +101,8 @@ class FaultPlan:
         lose_response_rate: Process the request, then close the connection without answering.
         deny_all: Answer every request 403 ``AuthorizationPermissionMismatch``.
         operations: Only requests of these operations get faults (``create``, ``rename``, ``append``,
-            ``flush``, ``properties``, ``read``, ``list``, ``delete``, ``filesystem``); all when ``None``.
+            ``flush``, ``properties``, ``read``, ``list``, ``delete``, ``filesystem``, ``identity``); all
+            storage operations when ``None`` (the managed identity endpoint only when named here).
         max_faults: Stop injecting after this many faults (e.g. 1 to fail only a first attempt).
     """
 
@@ -189,7 +204,16 @@ class DfsTestServer:
         self.list_page_size = list_page_size
         self.rename_checks_destination_first = rename_checks_destination_first
         self.injected: Counter[str] = Counter()
+        #: Storage requests that reached the store (not faulted), by HTTP method.
         self.requests: Counter[str] = Counter()
+        #: The App Service ``IDENTITY_HEADER`` secret the managed identity endpoint insists on.
+        self.identity_header = secrets.token_urlsafe(24)
+        #: Tokens the managed identity endpoint handed out, and the resource each was asked for.
+        self.issued_tokens: dict[str, str] = {}
+        #: Storage requests by credential: ``managed_identity`` (a token issued here), ``other`` or ``none``.
+        self.authorized: Counter[str] = Counter()
+        #: ``(filesystem, path, sha256 hex)`` each time a file's content became visible at ``path``.
+        self.content_log: list[tuple[str, str, str]] = []
         self._faults = FaultPlan()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -240,6 +264,11 @@ class DfsTestServer:
         """The account endpoint, as the SDK's ``account_url``."""
         return f"https://127.0.0.1:{self.port}/{self.account}"
 
+    @property
+    def identity_endpoint(self) -> str:
+        """The managed identity endpoint, as App Service publishes it in ``IDENTITY_ENDPOINT``."""
+        return f"https://127.0.0.1:{self.port}/msi/token"
+
     def location_url(self, filesystem: str, root: str = "") -> str:
         """A storage URL for ``parse_location``: ``https://127.0.0.1:<port>/<account>/<fs>/<root>``."""
         tail = "/".join(quote(p) for p in root.split("/") if p)
@@ -260,6 +289,8 @@ class DfsTestServer:
     def _pick_fault(self, operation: str) -> str | None:
         with self._lock:
             plan = self._faults
+            if plan.operations is None and operation == "identity":
+                return None
             if plan.operations is not None and operation not in plan.operations:
                 return None
             if plan.max_faults is not None and sum(self.injected.values()) >= plan.max_faults:
@@ -298,6 +329,10 @@ class DfsTestServer:
         """Every path of ``filesystem`` mapped to whether it is a directory."""
         with self._lock:
             return {p: n.is_dir for p, n in sorted(self._filesystems[filesystem].nodes.items())}
+
+    def log_content(self, filesystem: str, path: str, data: bytes) -> None:
+        """Record that ``data`` became visible at ``path`` (called with the lock held)."""
+        self.content_log.append((filesystem, path, hashlib.sha256(data).hexdigest()))
 
     # -- store operations (called with self._lock held)
 
@@ -428,6 +463,8 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
     def _operation(self) -> str:
         """Name the operation a request is, for targeted faults (cheap: no body, no store)."""
         parts = urlsplit(self.path)
+        if parts.path.rstrip("/") == _IDENTITY_PATH:
+            return "identity"
         query = parse_qs(parts.query)
         if "restype" in query or (query.get("resource") == ["filesystem"] and self.command != "GET"):
             return "filesystem"
@@ -466,9 +503,16 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
 
     def _route(self, body: bytes) -> _Reply:
         double = self.server_double
-        double.requests[self.command] += 1
         parts = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        if parts.path.rstrip("/") == _IDENTITY_PATH:
+            return self._identity_token(query)
+        double.requests[self.command] += 1
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            double.authorized["none"] += 1
+        else:
+            double.authorized["managed_identity" if token in double.issued_tokens else "other"] += 1
         segments = [unquote(s) for s in parts.path.split("/")[1:]]
         if not segments or segments[0] != double.account:
             raise _dfs_error(400, "InvalidUri", "The requested URI does not represent any resource on the server.")
@@ -496,6 +540,39 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
         if self.command == "DELETE":
             return self._delete(fs_name, path, query)
         raise _dfs_error(405, "UnsupportedHttpVerb", "The resource doesn't support the specified HTTP verb.")
+
+    # -- managed identity endpoint (App Service protocol, api-version 2019-08-01)
+
+    def _identity_token(self, query: dict[str, str]) -> _Reply:
+        double = self.server_double
+        json_type = {"Content-Type": "application/json; charset=utf-8"}
+        if self.command != "GET":
+            return _Reply(405, json_type, b'{"statusCode":405,"message":"GET only"}')
+        if self.headers.get("X-IDENTITY-HEADER") != double.identity_header:
+            body = {"statusCode": 401, "message": "X-IDENTITY-HEADER is missing or does not match IDENTITY_HEADER"}
+            return _Reply(401, json_type, json.dumps(body).encode())
+        resource = query.get("resource", "")
+        if query.get("api-version") != "2019-08-01" or not resource:
+            body = {"statusCode": 400, "message": "api-version=2019-08-01 and resource are required"}
+            return _Reply(400, json_type, json.dumps(body).encode())
+        client_id = query.get("client_id", _IDENTITY_CLIENT_ID)
+        expires_on = int(time.time()) + 3600
+        # JWT-shaped like a real one (azure-identity's debug log reads its claims), but unsigned.
+        claims = {"aud": resource, "appid": client_id, "tid": _IDENTITY_TENANT_ID, "exp": expires_on}
+        token = ".".join(
+            _b64url(json.dumps(part).encode())
+            for part in ({"alg": "none", "typ": "JWT"}, {**claims, "jti": uuid.uuid4().hex})
+        )
+        token += "." + _b64url(b"dfs-test-double-unsigned")
+        double.issued_tokens[token] = resource
+        answer = {
+            "access_token": token,
+            "expires_on": str(expires_on),
+            "resource": resource,
+            "token_type": "Bearer",
+            "client_id": client_id,
+        }
+        return _Reply(200, json_type, json.dumps(answer).encode())
 
     # -- filesystem (container) operations
 
@@ -628,6 +705,8 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
             del src_fs.nodes[p]
         for p, n in moved.items():
             fs.nodes[path + p[len(src_path) :]] = n
+            if not n.is_dir:
+                double.log_content(fs_name, path + p[len(src_path) :], n.data)
         return _Reply(201, {"ETag": source.etag, "Last-Modified": _http_date(source.modified)})
 
     def _update(self, fs_name: str, path: str, query: dict[str, str], body: bytes) -> _Reply:
@@ -678,6 +757,7 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
         node.content_md5 = base64.b64decode(md5_header) if md5_header else None
         node.content_type = self.headers.get("x-ms-content-type") or node.content_type
         node.etag, node.modified = double._new_etag(), time.time()
+        double.log_content(fs_name, path, node.data)
         return _Reply(
             200,
             {"ETag": node.etag, "Last-Modified": _http_date(node.modified), "x-ms-request-server-encrypted": "true"},
@@ -761,6 +841,15 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
         for p in [path, *children]:
             del fs.nodes[p]
         return _Reply(200)
+
+
+_IDENTITY_PATH = "/msi/token"
+_IDENTITY_CLIENT_ID = "00000000-0000-4000-8000-00000000d0b1"
+_IDENTITY_TENANT_ID = "00000000-0000-4000-8000-0000000000aa"
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -851,6 +940,59 @@ def fake_identity(
     return StorageIdentity(credential=FakeTokenCredential(token), kind="fake", description=description)
 
 
+#: azure-identity settings that would select another credential, or another managed identity source,
+#: than the double's App Service-style endpoint; ``managed_identity_environment`` users unset them.
+OTHER_IDENTITY_VARIABLES = (
+    "AZURE_CLIENT_ID",
+    "AZURE_TENANT_ID",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_CLIENT_CERTIFICATE_PATH",
+    "AZURE_CLIENT_CERTIFICATE_PASSWORD",
+    "AZURE_FEDERATED_TOKEN_FILE",
+    "AZURE_USERNAME",
+    "AZURE_PASSWORD",
+    "IDENTITY_SERVER_THUMBPRINT",
+    "IMDS_ENDPOINT",
+    "MSI_ENDPOINT",
+    "MSI_SECRET",
+)
+
+
+def managed_identity_environment(server: DfsTestServer) -> dict[str, str]:
+    """Environment that points azure-identity's managed identity at ``server`` and trusts its certificate.
+
+    ``IDENTITY_ENDPOINT`` / ``IDENTITY_HEADER`` are what App Service sets for its managed identity;
+    ``REQUESTS_CA_BUNDLE`` is the standard way to make ``requests`` (azure-core's default transport, for
+    both the token and the storage requests) trust a private CA: here the system bundle plus the
+    double's self-signed certificate. Unset ``OTHER_IDENTITY_VARIABLES`` too.
+    """
+    return {
+        "IDENTITY_ENDPOINT": server.identity_endpoint,
+        "IDENTITY_HEADER": server.identity_header,
+        "REQUESTS_CA_BUNDLE": str(_ca_bundle()),
+    }
+
+
+_BUNDLE: Path | None = None
+
+
+def _ca_bundle() -> Path:
+    """The CAs this process trusts, plus the double's certificate, in one PEM file (made once)."""
+    global _BUNDLE
+    with _CERT_LOCK:
+        if _BUNDLE is not None:
+            return _BUNDLE
+    import certifi
+
+    cert = _certificate()[0]
+    base = Path(os.environ.get("REQUESTS_CA_BUNDLE") or certifi.where())
+    bundle = cert.parent / "ca-bundle.pem"
+    bundle.write_bytes(base.read_bytes().rstrip(b"\n") + b"\n" + cert.read_bytes())
+    with _CERT_LOCK:
+        _BUNDLE = bundle
+    return bundle
+
+
 def make_onelake_storage(
     server: DfsTestServer,
     root: str,
@@ -879,7 +1021,9 @@ __all__ = [
     "DfsTestServer",
     "FakeTokenCredential",
     "FaultPlan",
+    "OTHER_IDENTITY_VARIABLES",
     "fake_identity",
     "iter_files",
     "make_onelake_storage",
+    "managed_identity_environment",
 ]

@@ -1,16 +1,30 @@
-"""`convert` → `validate` → `replay`: the offline twin of the streaming job, through the CLI."""
+"""`convert` → `validate` → `replay`: the offline twin of the streaming job, through the CLI.
+
+Each test runs against a local landing zone and against OneLake on the DFS test double, given to the
+CLI as its https URL (``landing.url``); for the latter the CLI authenticates with azure-identity's
+managed identity, served by the double (see tests/conftest.py).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from connector.cli import main
 from connector.events import KafkaRecord
-from connector.storage import LocalStorage
 from connector.tools.replay import replay_landing_zone
+from connector.tools.validate import validate_landing_zone
 from tests.support.debezium import kcat_line
+from tests.support.dfs_server import (
+    OTHER_IDENTITY_VARIABLES,
+    DfsTestServer,
+    make_onelake_storage,
+    managed_identity_environment,
+)
+from tests.support.kafka import run_connector
+from tests.support.landing import WORKSPACE, Landing, unique_item_root
 from tests.support.model import Workload, replayed_rows
 
 
@@ -34,53 +48,59 @@ def by_partition(records: list[KafkaRecord]) -> list[KafkaRecord]:
     return sorted(records, key=lambda r: (r.topic, r.partition))
 
 
-def test_convert_validate_replay_equals_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def data_files(landing: Landing) -> dict[str, bytes]:
+    """Every numbered file of the landing zone, with its content."""
+    return {path: data for path, data in landing.snapshot().items() if path.rsplit("/", 1)[-1][0].isdigit()}
+
+
+def test_convert_validate_replay_equals_source(
+    tmp_path: Path, landing: Landing, capsys: pytest.CaptureFixture[str]
+) -> None:
     workload = Workload("shop", partitions=2, seed=3)
     records = by_partition(workload.records(1500)) + noise("shop")
     dump = write_dump(tmp_path / "dump.jsonl", records)
-    lz, cp = tmp_path / "lz", tmp_path / "cp"
-    args = ["convert", "--input", str(dump), "--landing-zone", str(lz), "--checkpoint", str(cp), "--batch-size", "700"]
+    lz, cp = landing.url, tmp_path / "cp"
+    args = ["convert", "--input", str(dump), "--landing-zone", lz, "--checkpoint", str(cp), "--batch-size", "700"]
     assert main(args) == 0
     summary = capsys.readouterr().out
     assert "skipped_heartbeat=1" in summary and "skipped_transaction=1" in summary
     assert "skipped_schema_change=1" in summary and "skipped_tombstone=" in summary
-    assert main(["validate", str(lz)]) == 0
-    assert replayed_rows(replay_landing_zone(LocalStorage(lz))) == workload.expected()
+    assert main(["validate", lz]) == 0
+    assert replayed_rows(replay_landing_zone(landing.storage)) == workload.expected()
     # The same input with the same checkpoint publishes nothing twice.
-    files = sorted(p.name for p in lz.rglob("0*.parquet"))
+    files = data_files(landing)
+    assert len(files) >= 4
     assert main(args) == 0
-    assert sorted(p.name for p in lz.rglob("0*.parquet")) == files
+    assert data_files(landing) == files
     # Replay writes each table's state.
-    assert main(["replay", str(lz), "--output", str(tmp_path / "out")]) == 0
+    assert main(["replay", lz, "--output", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "public.schema" / "customers.parquet").exists()
 
 
 def test_bad_input_names_position_stops_one_table_and_keeps_the_rest(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, landing: Landing, capsys: pytest.CaptureFixture[str]
 ) -> None:
     workload = Workload("shop", partitions=1, seed=4)
     good = by_partition(workload.records(200))
     poison = KafkaRecord("shop.public.customers", 0, 99_999, b'{"id":1}', b'{"op":"c","after":')
     dump = tmp_path / "dump.jsonl"
     dump.write_bytes(b"".join(kcat_line(r) for r in good) + b"this is not json\n" + kcat_line(poison))
-    lz = tmp_path / "lz"
-    assert main(["convert", "--input", str(dump), "--landing-zone", str(lz)]) == 1
+    assert main(["convert", "--input", str(dump), "--landing-zone", landing.url]) == 1
     err = capsys.readouterr().err
     assert "dump.jsonl:" in err and "not a kcat -J record" in err
     assert "table stopped: public.customers: shop.public.customers[0]@99999" in err
-    assert main(["validate", str(lz)]) == 0
+    assert main(["validate", landing.url]) == 0
     expected = workload.expected()
-    replayed = replayed_rows(replay_landing_zone(LocalStorage(lz)))
+    replayed = replayed_rows(replay_landing_zone(landing.storage))
     assert replayed["sales.orders"] == expected["sales.orders"]  # the other table went on
     assert replayed["public.customers"] == expected["public.customers"]  # rows before the poison event are kept
 
 
-def test_schemaless_decimal_columns_flag(tmp_path: Path) -> None:
+def test_schemaless_decimal_columns_flag(tmp_path: Path, landing: Landing) -> None:
     record = KafkaRecord(
         "db.public.prices", 0, 0, b'{"id":1}', b'{"op":"c","after":{"id":1,"amount":"12.50"},"source":{}}'
     )
     dump = write_dump(tmp_path / "d.jsonl", [record])
-    lz = tmp_path / "lz"
     assert (
         main(
             [
@@ -88,12 +108,75 @@ def test_schemaless_decimal_columns_flag(tmp_path: Path) -> None:
                 "--input",
                 str(dump),
                 "--landing-zone",
-                str(lz),
+                landing.url,
                 "--decimal-columns",
                 "public.prices.amount=10,2",
             ]
         )
         == 0
     )
-    table = replay_landing_zone(LocalStorage(lz))["public.prices"]
+    table = replay_landing_zone(landing.storage)["public.prices"]
     assert str(table.schema.field("amount").type) == "decimal128(10, 2)"
+
+
+# -- OneLake through a fresh process: a real azure-identity credential, then an access denied ---------------
+
+
+@pytest.fixture
+def onelake_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[DfsTestServer]:
+    """A DFS test double of the test's own (clean counters) and this process's environment set up as an
+    Azure host whose managed identity is the double's; subprocesses inherit it."""
+    with DfsTestServer() as server:
+        server.create_filesystem(WORKSPACE)
+        for name in OTHER_IDENTITY_VARIABLES:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in managed_identity_environment(server).items():
+            monkeypatch.setenv(name, value)
+        yield server
+
+
+def test_a_separate_process_reaches_onelake_with_its_managed_identity(
+    tmp_path: Path, onelake_env: DfsTestServer
+) -> None:
+    server = onelake_env
+    workload = Workload("shop", partitions=1, seed=5)
+    dump = write_dump(tmp_path / "dump.jsonl", by_partition(workload.records(300)))
+    root = unique_item_root()
+    url = server.location_url(WORKSPACE, root)
+    result = run_connector("convert", "--input", str(dump), "--landing-zone", url, "--checkpoint", str(tmp_path / "cp"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Every storage request carried a token that azure-identity got from the managed identity endpoint,
+    # for the storage audience only.
+    assert server.issued_tokens and set(server.issued_tokens.values()) == {"https://storage.azure.com"}
+    assert server.authorized["managed_identity"] > 0
+    assert server.authorized["other"] == server.authorized["none"] == 0
+    with make_onelake_storage(server, root, filesystem=WORKSPACE) as storage:
+        assert validate_landing_zone(storage) == []
+        assert replayed_rows(replay_landing_zone(storage)) == workload.expected()
+
+
+def test_access_denied_stops_the_cli_with_path_and_identity_and_no_secret(
+    tmp_path: Path, onelake_env: DfsTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = onelake_env
+    server.set_faults(deny_all=True)
+    monkeypatch.setenv("CONNECTOR_LANDING_ZONE__CREDENTIAL", "managed_identity")
+    dump = write_dump(tmp_path / "dump.jsonl", by_partition(Workload("shop", partitions=1).records(50)))
+    url = server.location_url(WORKSPACE, unique_item_root())
+    # DEBUG: every log line the SDKs write goes to stderr too, and must not carry a secret either.
+    result = run_connector("--log-level", "DEBUG", "convert", "--input", str(dump), "--landing-zone", url)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr[-3000:]
+    message = errors[0]
+    assert "access denied (HTTP 403 AuthorizationPermissionMismatch)" in message
+    assert url in message  # the landing zone it was refused
+    assert "credential managed_identity" in message  # the identity type
+    assert "Traceback" not in result.stderr
+    assert server.injected["403"] == 1  # failed fast: a 403 is never retried
+    # The bearer token the credential got, and the identity endpoint's secret header, appear nowhere.
+    output = result.stdout + result.stderr
+    assert server.issued_tokens
+    for secret in [*server.issued_tokens, server.identity_header]:
+        assert secret not in output
+    assert [p for p, is_dir in server.paths(WORKSPACE).items() if not is_dir] == []  # nothing written

@@ -23,13 +23,6 @@ from tests.support.dfs_server import DfsTestServer, make_onelake_storage
 BACKENDS = ["local", "onelake", "onelake-live"]
 
 
-@pytest.fixture(scope="session")
-def dfs_server() -> Iterator[DfsTestServer]:
-    """One fault-free DFS test double for the session; tests isolate themselves by root folder."""
-    with DfsTestServer() as server:
-        yield server
-
-
 @pytest.fixture
 def faulty_dfs_server() -> Iterator[DfsTestServer]:
     """A DFS test double of the test's own, so fault plans and counters never leak between tests."""
