@@ -165,9 +165,13 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _convert(args: argparse.Namespace) -> int:
     from connector.config import load_settings
+    from connector.landing.deadletter import open_dead_letter_writer
     from connector.tools.convert import convert
 
-    settings = load_settings(args.config, **_mirror_overrides(args))
+    overrides = _mirror_overrides(args)
+    if args.checkpoint:
+        overrides["checkpoint"] = args.checkpoint  # the default dead-letter folder sits beside the ledger
+    settings = load_settings(args.config, **overrides)
     summary = convert(
         args.input,
         args.landing_zone,
@@ -175,9 +179,11 @@ def _convert(args: argparse.Namespace) -> int:
         settings.mirror,
         args.batch_size,
         settings.landing_zone.credential,
+        source=settings.source,
+        dead_letters=open_dead_letter_writer(settings),
     )
     print(
-        f"records={summary.records} rows={summary.rows} files={summary.files} "
+        f"records={summary.records} rows={summary.rows} files={summary.files} dead_letters={summary.dead_letters} "
         f"skipped={sum(summary.skipped.values())} "
         + " ".join(f"skipped_{k}={v}" for k, v in sorted(summary.skipped.items()))
     )

@@ -53,3 +53,31 @@ class TableStopped(ConnectorError):
 
 class LandingZoneCorrupt(ConnectorError):
     """The landing zone or ledger is in a state the connector cannot have produced; it refuses to guess."""
+
+
+class RegistryUnavailable(TransientError):
+    """The schema registry stayed unreachable (connection errors, 408/429/5xx) for the configured time.
+
+    Not a poison event: the record is fine, the registry is not, so the batch fails and is retried by a
+    restart instead of sending the record to the dead-letter output. ``url`` never carries credentials.
+    """
+
+    def __init__(self, url: str, position: str, waited_s: float, reason: str) -> None:
+        super().__init__(url, position, waited_s, reason)
+        self.url = url
+        self.position = position
+        self.waited_s = waited_s
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return (
+            f"{self.position}: schema registry {self.url} unavailable for {self.waited_s:.1f}s "
+            f"(source.schema_registry.max_unavailable_s): {self.reason}"
+        )
+
+
+class RegistryError(ConnectorError):
+    """The schema registry answered in a way retrying cannot fix (credentials refused, not a registry).
+
+    Terminal for the whole job, not for one record: every record would fail the same way.
+    """

@@ -55,6 +55,12 @@ PUBLISH_ERRORS = Counter(
     ["table"],
     registry=REGISTRY,
 )
+DEAD_LETTERS = Counter(
+    "cdc_mirror_dead_letters",
+    "Poison records sent to the dead-letter output (poison_policy dead-letter), by table.",
+    ["table"],
+    registry=REGISTRY,
+)
 BUILD_INFO = Gauge("cdc_mirror_build_info", "Connector version.", ["version"], registry=REGISTRY)
 BUILD_INFO.labels(__version__).set(1)
 # Series that exist from the start read as 0 rather than "no data" in dashboards and alerts.
@@ -88,6 +94,8 @@ def record_batch(result: BatchResult, stopped_tables: dict[str, str], now: float
             BYTES.labels(table).inc(entry.bytes)
     for kind, count in result.skipped.by_kind.items():
         SKIPPED.labels(kind).inc(count)
+    for table, count in result.dead_letters.items():
+        DEAD_LETTERS.labels(table).inc(count)
     BATCH_DURATION.observe(result.duration_s)
     BATCHES.labels("committed").inc()
     LAST_COMMIT.set(now)

@@ -80,6 +80,9 @@ class EnvelopeDecoder:
             payload, columns, has_schema = self._parse_value(value)
         except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
             raise DecodeError(record.topic, record.partition, record.offset, f"value is not valid JSON: {exc}") from exc
+        except (KeyError, AttributeError) as exc:  # valid JSON, but its schema is no Connect schema
+            reason = f"value schema is not a Connect schema: {type(exc).__name__}: {exc}"
+            raise DecodeError(record.topic, record.partition, record.offset, reason) from exc
         if payload is None:
             if has_schema:
                 return Noise(record, "tombstone")  # pre-KAFKA-3832 JsonConverter: {"schema":null,"payload":null}
@@ -171,7 +174,11 @@ class EnvelopeDecoder:
             schema = parsed["schema"]
             parsed = parsed["payload"]
             if isinstance(schema, dict) and schema.get("fields"):
-                fields = tuple(f["field"] for f in schema["fields"])
+                try:
+                    fields = tuple(f["field"] for f in schema["fields"])
+                except (KeyError, TypeError) as exc:
+                    reason = f"key schema is not a Connect schema: {type(exc).__name__}: {exc}"
+                    raise DecodeError(record.topic, record.partition, record.offset, reason) from exc
         if parsed is None:
             return None, None
         if not isinstance(parsed, dict):

@@ -160,12 +160,12 @@ def to_arrow(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
         return _convert(values, ctype)
     except ConversionError:
         raise
-    except (pa.ArrowException, ValueError, TypeError, OverflowError, decimal.DecimalException) as exc:
+    except (pa.ArrowException, ValueError, TypeError, KeyError, OverflowError, decimal.DecimalException) as exc:
         # The vectorised path does not say which value failed: find it one by one.
         for index, value in enumerate(values):
             try:
                 _convert([value], ctype)
-            except (pa.ArrowException, ValueError, TypeError, OverflowError, decimal.DecimalException) as one:
+            except (pa.ArrowException, ValueError, TypeError, KeyError, OverflowError, decimal.DecimalException) as one:
                 raise ConversionError(index, f"value {_preview(value)} is not a valid {ctype.arrow}: {one}") from one
         raise ConversionError(0, f"column does not convert to {ctype.arrow}: {exc}") from exc
 

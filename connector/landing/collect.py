@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from connector.config import MirrorSettings, TableSettings, parse_precision_scale
-from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
-from connector.debezium.types import ColumnType, text_decimal_type
+from connector.config import MirrorSettings, SourceSettings, TableSettings, parse_precision_scale
+from connector.debezium.decoder import open_decoder
+from connector.debezium.envelope import ChangeEvent, Noise
+from connector.debezium.types import ColumnType, ConversionError, text_decimal_type
 from connector.errors import DecodeError, TableStopped
 from connector.events import KafkaRecord, SkipCounts
 from connector.landing.batching import TableBatch
+from connector.landing.deadletter import DeadLetter, poison_policy
 from connector.landing.layout import TableRef, table_for_topic
 from connector.landing.rowmarker import RowMarkerMapper, ToastStores
 
@@ -37,6 +39,7 @@ class CollectContext:
     """What a slice needs to know of the ledger: read-only, pickled to Spark's Python workers."""
 
     mirror: MirrorSettings
+    source: SourceSettings = field(default_factory=SourceSettings)
     established: dict[str, pa.Schema] = field(default_factory=dict)
     key_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
     stopped: frozenset[str] = frozenset()
@@ -72,6 +75,7 @@ class Collected:
     stopped: dict[str, str] = field(default_factory=dict)
     stopped_refs: dict[str, TableRef] = field(default_factory=dict)
     deferred: list[KafkaRecord] = field(default_factory=list)
+    poison: list[DeadLetter] = field(default_factory=list)  # under poison_policy dead-letter
     problems: list[str] = field(default_factory=list)
     records: int = 0
 
@@ -94,9 +98,10 @@ class SliceCollector:
         self.context = context
         self.mirror = context.mirror
         precision, scale = parse_precision_scale(self.mirror.variable_scale_decimal, "mirror.variable_scale_decimal")
-        self._decoder = EnvelopeDecoder(precision, scale)
+        self._decoder = open_decoder(context.source, precision, scale)
         self._toast_stores = toast_stores
         self._topics: dict[str, tuple[TableRef, TableSettings, bool]] = {}
+        self._dead_letter: set[str] = set()
 
     def _topic(self, topic: str) -> tuple[TableRef, TableSettings, bool]:
         """Table, overrides and whether the table is deferred, once per topic (this is on the per-record path)."""
@@ -105,7 +110,10 @@ class SliceCollector:
             settings = self.mirror.table_settings(topic)
             keep_last = (settings.toast_policy or self.mirror.toast_policy) == "keep-last"
             deferred = keep_last and self._toast_stores is None
-            known = self._topics[topic] = (table_for_topic(topic, self.mirror), settings, deferred)
+            ref = table_for_topic(topic, self.mirror)
+            if poison_policy(self.mirror, topic) == "dead-letter":
+                self._dead_letter.add(ref.id)
+            known = self._topics[topic] = (ref, settings, deferred)
         return known
 
     def collect(self, records: Iterable[KafkaRecord]) -> Collected:
@@ -129,6 +137,9 @@ class SliceCollector:
                 decoded = self._decoder.decode(record)
             except DecodeError as exc:
                 out.skipped.add("malformed")
+                if ref.id in self._dead_letter:
+                    out.poison.append(DeadLetter.from_record(record, ref.id, exc))
+                    continue
                 if ref.id not in stopped and ref.id not in already_stopped:
                     stopped[ref.id] = str(exc)
                     out.stopped_refs[ref.id] = ref
@@ -216,14 +227,7 @@ class SliceCollector:
                 recreate=recreated_at is not None,
             )
         batch = table.batch
-        arrow = None
-        if len(batch):
-            try:
-                arrow = batch.to_arrow(self.context.established.get(tid), self._declared_decimals(ref))
-            except TableStopped as exc:
-                out.stopped[tid] = exc.reason
-                out.stopped_refs[tid] = ref
-                log.error("%s", exc)
+        arrow = self._to_arrow(tid, ref, batch, out)
         return TablePiece(
             ref=ref,
             key_columns=batch.key_columns,
@@ -235,6 +239,28 @@ class SliceCollector:
             connector=table.connector,
             recreate=recreated_at is not None,
         )
+
+    def _to_arrow(self, tid: str, ref: TableRef, batch: TableBatch, out: Collected) -> pa.Table | None:
+        """The piece's Arrow table; under ``dead-letter`` a value that does not convert only loses its record."""
+        while len(batch):
+            try:
+                return batch.to_arrow(self.context.established.get(tid), self._declared_decimals(ref))
+            except TableStopped as exc:
+                cause = exc.__cause__
+                if tid not in self._dead_letter or not isinstance(cause, ConversionError):
+                    out.stopped[tid] = exc.reason
+                    out.stopped_refs[tid] = ref
+                    log.error("%s", exc)
+                    return None
+                bad = batch.records[cause.row]
+                out.poison.append(DeadLetter.from_record(bad, tid, exc.reason))
+                out.skipped.add("malformed")
+                # Every row of that record goes (an update changing the key made two).
+                kept = [i for i, record in enumerate(batch.records) if record is not bad]
+                batch.rows = [batch.rows[i] for i in kept]
+                batch.markers = [batch.markers[i] for i in kept]
+                batch.records = [batch.records[i] for i in kept]
+        return None
 
     def _truncate(
         self,

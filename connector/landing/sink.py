@@ -15,11 +15,12 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from connector.config import MirrorSettings
+from connector.config import MirrorSettings, SourceSettings
 from connector.debezium.types import type_name
-from connector.errors import LandingZoneCorrupt, TableStopped
+from connector.errors import ConfigError, LandingZoneCorrupt, TableStopped
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord, SkipCounts
 from connector.landing.collect import CollectContext, Collected, SliceCollector, TablePiece
+from connector.landing.deadletter import DeadLetter, DeadLetterWriter, dead_letter_in_use
 from connector.landing.encoding import FileFormat
 from connector.landing.layout import TableRef, data_file_name, staged_file_name
 from connector.landing.ledger import BatchLedger, BatchPlan, LedgerState, PlannedFile, TableState
@@ -52,6 +53,7 @@ class BatchResult:
     max_source_ts_ms: int | None = None
     already_committed: bool = False
     records: int = 0
+    dead_letters: dict[str, int] = field(default_factory=dict)
     duration_s: float = 0.0
 
     @property
@@ -87,9 +89,22 @@ class TableRows:
 class MirrorSink:
     """Writes batches of Debezium records into a landing zone, exactly once per batch id."""
 
-    def __init__(self, landing: Storage, checkpoint: Storage, mirror: MirrorSettings) -> None:
+    def __init__(
+        self,
+        landing: Storage,
+        checkpoint: Storage,
+        mirror: MirrorSettings,
+        *,
+        source: SourceSettings | None = None,
+        dead_letters: DeadLetterWriter | None = None,
+    ) -> None:
+        if dead_letter_in_use(mirror) and dead_letters is None:
+            msg = "poison_policy 'dead-letter' needs a dead-letter output (dead_letter settings)"
+            raise ConfigError(msg)
         self.landing = landing
         self.mirror = mirror
+        self.source = source or SourceSettings()
+        self.dead_letters = dead_letters
         self.ledger = BatchLedger(checkpoint)
         self._format = FileFormat(mirror.file_format, mirror.compression)
         self._scanned: set[str] = set()
@@ -140,6 +155,7 @@ class MirrorSink:
                 established[tid] = cached
         return CollectContext(
             mirror=self.mirror,
+            source=self.source,
             established=established,
             key_columns={tid: t.key_columns for tid, t in state.tables.items() if t.key_columns},
             stopped=frozenset(tid for tid, t in state.tables.items() if t.stopped),
@@ -168,6 +184,7 @@ class MirrorSink:
                 collector = SliceCollector(self.collect_context(defer_keep_last=False), self._toast)
                 slices = [*slices, collector.collect(itertools.chain(local, records or ()))]
             tables, recreate, refs = self._merge(slices, result)
+            self._dead_letter(batch_id, slices, result)
             plan = self._stage(batch_id, tables, refs, recreate, result)
             if plan.files:
                 self.ledger.write_plan(plan)
@@ -225,6 +242,23 @@ class MirrorSink:
             if ts_ms is not None:
                 result.max_source_ts_ms = max(result.max_source_ts_ms or 0, ts_ms)
         return tables, recreate, refs
+
+    def _dead_letter(self, batch_id: int, slices: Sequence[Collected], result: BatchResult) -> None:
+        """Poison records go out before any file of the batch is published (a replay writes them again)."""
+        letters = sorted(itertools.chain.from_iterable(s.poison for s in slices), key=DeadLetter.sort_key)
+        if not letters:
+            return
+        assert self.dead_letters is not None  # noqa: S101 - the constructor requires it for dead-letter tables
+        self.dead_letters.write(batch_id, letters)
+        for letter in letters:
+            result.dead_letters[letter.table] = result.dead_letters.get(letter.table, 0) + 1
+            log.warning(
+                "dead letter: table %s %s went to %s: %s",
+                letter.table,
+                letter.position,
+                self.dead_letters.location,
+                letter.error,
+            )
 
     def _load_toast_store(self, tid: str) -> ToastStore:
         table = self.ledger.state.tables.get(tid)

@@ -23,8 +23,10 @@ import orjson
 
 from connector import metrics
 from connector.config import ConnectorSettings, load_settings
+from connector.debezium.decoder import open_decoder
 from connector.errors import ConfigError
 from connector.landing.collect import Collected
+from connector.landing.deadletter import open_dead_letter_writer
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
 from connector.stream.slices import collect_slices
@@ -160,7 +162,14 @@ def run(settings: ConnectorSettings) -> int:
         log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
     landing = open_storage(settings.landing_zone.url, settings.landing_zone.credential)
     checkpoint = Path(settings.checkpoint)
-    sink = MirrorSink(landing, open_storage(str(checkpoint)), settings.mirror)
+    open_decoder(settings.source, 38, 10)  # a missing schema registry URL fails here, before Spark starts
+    sink = MirrorSink(
+        landing,
+        open_storage(str(checkpoint)),
+        settings.mirror,
+        source=settings.source,
+        dead_letters=open_dead_letter_writer(settings),
+    )
     completed = sink.recover()
     metrics.set_stopped(sink.stopped_tables)
     log.info(

@@ -6,11 +6,14 @@ turns into ``KafkaRecord`` objects for the core.
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connector.config import ConnectorSettings, SourceSettings
 from connector.errors import ConfigError
@@ -91,17 +94,34 @@ def records_from_arrow(table: pa.Table) -> tuple[list[KafkaRecord], list[str]]:
     """Records of one micro-batch, and the problems of lines that are not kcat records (file source)."""
     if "line" in table.column_names:
         return _records_from_lines(table)
-    topics = table.column("topic").to_pylist()
-    partitions = table.column("partition").to_pylist()
-    offsets = table.column("offset").to_pylist()
-    keys = table.column("key").to_pylist()
-    values = table.column("value").to_pylist()
-    headers = table.column("headers").to_pylist()
-    records = [
-        KafkaRecord(t, p, o, k, v, tuple((h["key"], h["value"]) for h in hs) if hs else ())
-        for t, p, o, k, v, hs in zip(topics, partitions, offsets, keys, values, headers, strict=True)
-    ]
+    count = table.num_rows
+    topics: Iterable[str] = _repeated_or_list(table.column("topic"))
+    headers: Iterable[tuple[tuple[str, bytes | None], ...]]
+    header_column = table.column("headers")
+    if pc.sum(pc.list_value_length(header_column)).as_py() or 0:
+        headers = [tuple((h["key"], h["value"]) for h in hs) if hs else () for hs in header_column.to_pylist()]
+    else:
+        headers = itertools.repeat((), count)  # the common case: no Debezium header on any record
+    # map() over the columns builds the named tuples without a Python-level loop body.
+    records = list(
+        map(
+            KafkaRecord,
+            topics,
+            table.column("partition").to_pylist(),
+            table.column("offset").to_pylist(),
+            table.column("key").to_pylist(),
+            table.column("value").to_pylist(),
+            headers,
+        )
+    )
     return records, []
+
+
+def _repeated_or_list(column: pa.ChunkedArray) -> Iterable[str]:
+    """A column of topic names: one repeated string when the batch holds a single topic."""
+    if pc.count_distinct(column).as_py() == 1 and column.null_count == 0:
+        return itertools.repeat(column[0].as_py(), len(column))
+    return column.to_pylist()  # type: ignore[no-any-return]
 
 
 def _records_from_lines(table: pa.Table) -> tuple[list[KafkaRecord], list[str]]:

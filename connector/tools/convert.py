@@ -9,9 +9,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connector.config import MirrorSettings
+from connector.config import MirrorSettings, SourceSettings
 from connector.events import KafkaRecord
 from connector.kcat import KcatLineError, read_kcat
+from connector.landing.deadletter import DeadLetterWriter
 from connector.landing.sink import BatchResult, MirrorSink
 from connector.storage import open_storage
 
@@ -28,6 +29,7 @@ class ConvertSummary:
     skipped: dict[str, int] = field(default_factory=dict)
     stopped: dict[str, str] = field(default_factory=dict)
     bad_lines: list[str] = field(default_factory=list)
+    dead_letters: int = 0
 
     @property
     def ok(self) -> bool:
@@ -42,6 +44,7 @@ class ConvertSummary:
         for kind, count in result.skipped.by_kind.items():
             self.skipped[kind] = self.skipped.get(kind, 0) + count
         self.stopped.update(result.stopped)
+        self.dead_letters += sum(result.dead_letters.values())
 
 
 def input_files(inputs: Iterable[str]) -> list[Path]:
@@ -66,6 +69,9 @@ def convert(
     mirror: MirrorSettings,
     batch_size: int = 100_000,
     credential: str = "default",
+    *,
+    source: SourceSettings | None = None,
+    dead_letters: DeadLetterWriter | None = None,
 ) -> ConvertSummary:
     """Convert dumps in batches of ``batch_size`` records; batch ids are the batch's index.
 
@@ -76,7 +82,11 @@ def convert(
     files = input_files(inputs)
     with tempfile.TemporaryDirectory(prefix="convert-ledger-") as scratch:
         sink = MirrorSink(
-            open_storage(landing_zone, credential), open_storage(checkpoint or scratch, credential), mirror
+            open_storage(landing_zone, credential),
+            open_storage(checkpoint or scratch, credential),
+            mirror,
+            source=source,
+            dead_letters=dead_letters,
         )
         records = _records(files, summary)
         for batch_id in itertools.count():
