@@ -159,7 +159,7 @@ class Workload:
 
 def replayed_rows(tables: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Replay output (Arrow tables) as rows sorted by key, comparable with ``Workload.expected``."""
-    keys = {"public.customers": ("id",), "sales.orders": ("order_id", "line")}
+    keys = {"public.customers": ("id",), "public.clients": ("id",), "sales.orders": ("order_id", "line")}
     out = {}
     for name, table in tables.items():
         key = keys.get(name, ())
