@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--bootstrap-servers", help="stream: use this broker instead of starting one")
     bench.add_argument("--partitions", type=int, default=8)
     bench.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
+    bench.add_argument(
+        "--decode-on", choices=["driver", "executors"], default="driver", help="stream: spark.decode_on to measure"
+    )
     return parser
 
 

@@ -28,10 +28,13 @@ from connector.tools.bench import BENCH_TOPIC, generated_events
 _KAFKA_SH = Path(__file__).resolve().parents[2] / "deploy" / "local" / "kafka.sh"
 
 
-def current_rss_mb() -> float:
-    """Resident memory of this process now (not the peak)."""
-    with open("/proc/self/statm") as statm:
-        pages = int(statm.read().split()[1])
+def current_rss_mb(pid: int | str = "self") -> float:
+    """Resident memory of a process now (not the peak); 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            pages = int(statm.read().split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
@@ -149,16 +152,21 @@ def bench_stream(args: argparse.Namespace) -> int:
                     "landing_zone.url": f"{scratch}/lz",
                     "checkpoint": f"{scratch}/cp",
                     "metrics.port": 0,
+                    "spark.decode_on": args.decode_on,
                 },
             )
             spark = spark_session(settings)
             sink = MirrorSink(LocalStorage(f"{scratch}/lz"), LocalStorage(f"{scratch}/cp"), settings.mirror)
-            writer = BatchWriter(sink, HealthState())
+            writer = BatchWriter(sink, HealthState(), settings.spark.decode_on)
             rss: list[float] = []
+            jvm_rss: list[float] = []
+            # The JVM (driver and, in local mode, the executors) is the gateway process PySpark started.
+            jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
 
             def measured(frame, batch_id):  # type: ignore[no-untyped-def]
                 writer(frame, batch_id)
                 rss.append(current_rss_mb())
+                jvm_rss.append(current_rss_mb(jvm_pid))
 
             query = (
                 stream(spark, settings)
@@ -176,10 +184,14 @@ def bench_stream(args: argparse.Namespace) -> int:
     rate = events / elapsed
     print(
         f"events={events} partitions={partitions} max_offsets_per_trigger={args.max_offsets_per_trigger} "
-        f"batches={len(rss)}"
+        f"decode_on={args.decode_on} batches={len(rss)}"
     )
     if rss:
+        # The whole series: flat means bounded by maxOffsetsPerTrigger, not growing with the backlog.
         print(f"driver_rss_mb first_batch={rss[0]:.0f} max={max(rss):.0f} last_batch={rss[-1]:.0f}")
+        print("driver_rss_mb per batch: " + " ".join(f"{v:.0f}" for v in rss))
+        print(f"jvm_rss_mb first_batch={jvm_rss[0]:.0f} max={max(jvm_rss):.0f} last_batch={jvm_rss[-1]:.0f}")
+        print("jvm_rss_mb per batch: " + " ".join(f"{v:.0f}" for v in jvm_rss))
     print(
         f"events_per_second={rate:.0f} consumer_limit={limit_a:.0f} writer_limit={limit_b:.0f} "
         f"ratio={rate / min(limit_a, limit_b):.2f}"
