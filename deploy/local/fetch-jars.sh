@@ -5,8 +5,10 @@
 #   fetch-jars.sh --print NAME       fetch if needed, then print the set's jar paths
 #                                    comma-joined on stdout (usable as spark.jars)
 #
-# Sets are the poms under deploy/local/maven/<name>/pom.xml (kafka, spark-kafka,
-# connect-debezium). Progress and Maven output go to stderr.
+# Sets are the poms under deploy/local/maven/<name>/pom.xml (kafka, spark-kafka, connect-debezium,
+# connect-avro, apicurio-registry). A dependency of type zip (an application assembly, e.g. the
+# apicurio-registry set) is unpacked into the set's directory instead of being kept as a zip.
+# Progress and Maven output go to stderr.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,6 +53,17 @@ fetch_one() {
     exec {lock_fd}>&-
     return 1
   fi
+  local zip
+  for zip in "$tmp"/*.zip; do
+    [[ -f $zip ]] || continue
+    if ! "${PYTHON:-python3}" -m zipfile -e "$zip" "$tmp" 1>&2; then
+      rm -rf "$tmp"
+      echo "fetch-jars: could not unpack $(basename "$zip") for '$name'" >&2
+      exec {lock_fd}>&-
+      return 1
+    fi
+    rm -f "$zip"
+  done
   if ! compgen -G "$tmp/*.jar" >/dev/null; then
     rm -rf "$tmp"
     echo "fetch-jars: no jars produced for '$name'" >&2

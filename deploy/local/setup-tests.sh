@@ -2,7 +2,8 @@
 # Installs everything the test suite needs on a fresh machine, idempotently:
 #   Debian packages (PostgreSQL for the end-to-end stack, Prometheus for promtool and the server),
 #   the project in .venv with its test extras, the jar sets from Maven Central (Kafka broker,
-#   Spark's Kafka source, Kafka Connect + Debezium) and helm built from the Go module proxy.
+#   Spark's Kafka source, Kafka Connect + Debezium, Apicurio's Avro converter for Connect, and the
+#   Apicurio Registry application for deploy/local/registry.sh) and helm built from the Go module proxy.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -33,7 +34,7 @@ log "pip install -e .[test]"
 .venv/bin/pip install -q -e ".[test]"
 
 log "jar sets from Maven Central"
-bash deploy/local/fetch-jars.sh kafka spark-kafka connect-debezium
+bash deploy/local/fetch-jars.sh kafka spark-kafka connect-debezium connect-avro apicurio-registry
 
 log "helm and promtool"
 bash deploy/local/tools.sh all

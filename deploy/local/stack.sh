@@ -2,7 +2,7 @@
 # Local end-to-end stack, no Docker: PostgreSQL (Debian packages) -> Debezium PostgreSQL connector in a
 # Kafka Connect distributed worker -> single-node KRaft Kafka (deploy/local/kafka.sh).
 #
-#   stack.sh up [--schemas a,b] [--init-sql FILE]
+#   stack.sh up [--schemas a,b] [--init-sql FILE] [--avro | --converter json|avro]
 #       start (or reuse) everything, run FILE against the database before the connector is registered
 #       (only the first time: never once the connector exists), register the connector, wait until the
 #       connector and its task are RUNNING and Debezium is streaming, then print exactly (stdout):
@@ -11,24 +11,42 @@
 #         topics=REGEX                      (matches the captured tables' topics, Java and Python)
 #         connect=http://127.0.0.1:PORT
 #         connector=NAME
-#   stack.sh down               stop what this state dir started (Connect, Kafka, Postgres), by pid
+#         converter=json|avro               (the connector's key and value converter)
+#       and with the Avro converter also:
+#         registry.url=http://127.0.0.1:PORT                         (Apicurio Registry)
+#         schema.registry.url=http://127.0.0.1:PORT/apis/ccompat/v7  (Confluent API: SchemaRegistryClient)
+#       json (the default) is Kafka's JsonConverter with schemas.enable=true, set on the worker. avro is
+#       Apicurio's AvroConverter (jar set connect-avro) set on the connector, in Confluent-compatible
+#       mode: key and value are magic byte 0 + 4-byte big-endian schema id + Avro binary, the id is the
+#       one schema.registry.url/schemas/ids/ID resolves; subjects are TOPIC-key / TOPIC-value.
+#   stack.sh register-connector NAME PREFIX json|avro
+#       register one more Debezium connector on the running stack (same database and schemas, its own
+#       replication slot, publication and topic prefix PREFIX), e.g. an Avro twin of a JSON connector
+#       for comparing both encodings of the same changes; wait until it streams, then print
+#       connector=NAME, topics=REGEX, converter=... (and the registry lines for avro)
+#   stack.sh down               stop what this state dir started (Connect, Kafka, Postgres, the registry
+#                               if this stack started it), by pid
 #   stack.sh status             one line per component; exit 0 when all run, 1 otherwise
 #   stack.sh restart-debezium   kill -9 the Connect worker and start it again with the same config
 #                               and offsets: Debezium re-sends from its last committed offset
 #   stack.sh env                print the `up` lines of a running stack again
 #
 # Everything except those lines goes to stderr. State (data, configs, logs, pid files) lives under
-# $STATE_DIR (default <repo>/.state): postgres/, kafka/, connect/, stack.env.
+# $STATE_DIR (default <repo>/.state): postgres/, kafka/, connect/, registry/, stack.env.
 #
 # Environment (defaults): STATE_DIR (<repo>/.state), JARS_DIR (<repo>/.cache/jars), PG_USER (mirror),
 # PG_DB (mirror), PG_PORT / CONNECT_PORT (free ones, kept across restarts), PG_OS_USER (postgres; the
 # account Postgres runs as when this script runs as root), TOPIC_PREFIX (dbserver1), CONNECTOR_NAME
 # (mirror-source), CONNECT_HEAP (768m), CONNECT_OFFSET_FLUSH_MS (10000: how often Connect commits
 # source offsets; a restart re-sends what came after the last commit), STACK_TIMEOUT (300 seconds per
-# wait), JAVA (java), PYTHON (python3).
+# wait), JAVA (java), PYTHON (python3),
+# CONVERTER (json; `up`'s converter when no flag is given; avro = --avro), REGISTRY_URL (for avro: the
+# base URL http://HOST:PORT of a running Apicurio Registry 2.x; unset = `up` starts one with
+# deploy/local/registry.sh under $STATE_DIR/registry and `down` stops it).
 #
-# Pinned versions: Kafka 4.3.1 + Debezium 3.7.0.Final (deploy/local/maven/*/pom.xml, fetched by
-# fetch-jars.sh), PostgreSQL = the Debian release's `postgresql` package (15 on bookworm).
+# Pinned versions: Kafka 4.3.1 + Debezium 3.7.0.Final, Apicurio Registry + converter 2.6.13.Final
+# (deploy/local/maven/*/pom.xml, fetched by fetch-jars.sh), PostgreSQL = the Debian release's
+# `postgresql` package (15 on bookworm).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -62,6 +80,8 @@ CONNECT_PID=$CONNECT_DIR/connect.pid
 CONNECT_OUT=$CONNECT_DIR/connect.out
 CONNECTOR_JSON=$CONNECT_DIR/connector.json
 REGISTERED=$CONNECT_DIR/registered
+REGISTRY_STATE=$STATE_DIR/registry
+AVRO_CONVERTER=io.apicurio.registry.utils.converter.AvroConverter
 
 T0=$SECONDS
 log() { printf '[stack %3ds] %s\n' "$((SECONDS - T0))" "$*" >&2; }
@@ -256,9 +276,9 @@ pg_url() {
   echo "postgresql://$PG_USER:$(env_get PG_PASSWORD)@127.0.0.1:$(env_get PG_PORT)/$PG_DB"
 }
 
-# The backend pid holding the Debezium slot, empty when nobody streams from it.
+# The backend pid holding Debezium's slot ($1, default the main connector's), empty when nobody streams.
 slot_active_pid() {
-  psql_db "$PG_DB" -tAc "SELECT coalesce(active_pid::text, '') FROM pg_replication_slots WHERE slot_name = '$SLOT_NAME'" 2>/dev/null || true
+  psql_db "$PG_DB" -tAc "SELECT coalesce(active_pid::text, '') FROM pg_replication_slots WHERE slot_name = '${1:-$SLOT_NAME}'" 2>/dev/null || true
 }
 
 # ---------------------------------------------------------------------------------------- kafka
@@ -270,6 +290,34 @@ kafka_start() {
   line=$(grep '^bootstrap.servers=' <<<"$line" | tail -n 1)
   [[ -n $line ]] || die "kafka.sh start printed no bootstrap.servers line"
   BOOTSTRAP=${line#bootstrap.servers=}
+}
+
+# ---------------------------------------------------------------------------------------- registry
+registry() { STATE_DIR=$REGISTRY_STATE bash "$SCRIPT_DIR/registry.sh" "$@"; }
+
+registry_answers() { curl -sf -o /dev/null --max-time 5 "$1/apis/ccompat/v7/subjects"; }
+
+# Make sure a registry serves the Avro connectors: $REGISTRY_URL when given (kept in stack.env), else the
+# one this stack started before, else start one (registry.sh, state under $REGISTRY_STATE).
+registry_ensure() {
+  local url=${REGISTRY_URL:-} line
+  if [[ -n $url ]]; then
+    url=${url%%/apis/*}
+    url=${url%/}
+    env_set REGISTRY_URL "$url"
+    env_set REGISTRY_OWNED 0
+  elif [[ -n $(env_get REGISTRY_URL) && $(env_get REGISTRY_OWNED) == 0 ]]; then
+    url=$(env_get REGISTRY_URL)
+  else
+    line=$(registry start) || die "registry.sh start failed (log: $REGISTRY_STATE/registry.log)"
+    line=$(grep '^registry.url=' <<<"$line" | tail -n 1)
+    [[ -n $line ]] || die "registry.sh start printed no registry.url line"
+    url=${line#registry.url=}
+    env_set REGISTRY_URL "$url"
+    env_set REGISTRY_OWNED 1
+  fi
+  registry_answers "$url" || die "no schema registry answers at $url/apis/ccompat/v7"
+  log "schema registry $url"
 }
 
 # ---------------------------------------------------------------------------------------- connect
@@ -329,17 +377,32 @@ logger.reflections.level = ERROR
 EOF
 }
 
+# The worker's classpath: Connect + Debezium, plus the Avro converter once this stack uses Avro (AVRO=1).
+connect_classpath() {
+  local cp="$JARS_DIR/connect-debezium/*"
+  [[ $(env_get AVRO) == 1 ]] && cp+=":$JARS_DIR/connect-avro/*"
+  echo "$cp"
+}
+
 connect_start() {
-  local pid port
+  local pid port cp
+  cp=$(connect_classpath)
   if pid=$(connect_pid); then
-    if grep -qx "bootstrap.servers=$BOOTSTRAP" "$CONNECT_CONFIG"; then
+    if ! grep -qx "bootstrap.servers=$BOOTSTRAP" "$CONNECT_CONFIG"; then
+      log "kafka moved to $BOOTSTRAP: restarting connect"
+      connect_stop
+    elif [[ $(tr '\0' ' ' <"/proc/$pid/cmdline") != *" $cp "* ]]; then
+      log "connect runs without the Avro converter jars: restarting it"
+      connect_stop
+    else
       log "connect already running (pid $pid, $(connect_url))"
       return 0
     fi
-    log "kafka moved to $BOOTSTRAP: restarting connect"
-    connect_stop
   fi
   [[ -f $JARS_DIR/connect-debezium/.complete ]] || bash "$SCRIPT_DIR/fetch-jars.sh" connect-debezium >&2
+  if [[ $cp == *connect-avro* && ! -f $JARS_DIR/connect-avro/.complete ]]; then
+    bash "$SCRIPT_DIR/fetch-jars.sh" connect-avro >&2
+  fi
   command -v "$JAVA" >/dev/null 2>&1 || die "java not found ($JAVA)"
   port=${CONNECT_PORT:-$(env_get CONNECT_PORT)}
   if [[ -z $port ]] || port_in_use "$port"; then
@@ -351,7 +414,7 @@ connect_start() {
   log "starting kafka connect (REST $(connect_url), heap $CONNECT_HEAP)"
   # setsid: the worker outlives this script's session (a terminal's Ctrl-C, pytest's process group).
   setsid "$JAVA" "-Xmx$CONNECT_HEAP" -Xms128m -XX:+UseG1GC -Djava.awt.headless=true \
-    "-Dlog4j2.configurationFile=$CONNECT_LOG4J" -cp "$JARS_DIR/connect-debezium/*" \
+    "-Dlog4j2.configurationFile=$CONNECT_LOG4J" -cp "$cp" \
     org.apache.kafka.connect.cli.ConnectDistributed "$CONNECT_CONFIG" \
     </dev/null >>"$CONNECT_OUT" 2>&1 &
   pid=$!
@@ -391,14 +454,16 @@ connect_stop() { # connect_stop [KILL]
   rm -f "$CONNECT_PID"
 }
 
-topics_regex() {
-  local prefix=${TOPIC_PREFIX//./\\.}
+topics_regex() { # topics_regex SCHEMAS [PREFIX]
+  local prefix=${2:-$TOPIC_PREFIX}
+  prefix=${prefix//./\\.}
   echo "${prefix}\\.(${1//,/|})\\..*"
 }
 
+# write_connector_json FILE SCHEMAS PREFIX SLOT PUBLICATION CONVERTER
 write_connector_json() {
-  local schemas=$1
-  "$PYTHON" - "$CONNECTOR_JSON" <<EOF
+  local file=$1 schemas=$2 prefix=$3 slot=$4 publication=$5 converter=$6
+  "$PYTHON" - "$file" "$converter" "$(env_get REGISTRY_URL)" "$AVRO_CONVERTER" <<EOF
 import json, sys
 config = {
     "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
@@ -408,10 +473,10 @@ config = {
     "database.user": "$PG_USER",
     "database.password": "$(env_get PG_PASSWORD)",
     "database.dbname": "$PG_DB",
-    "topic.prefix": "$TOPIC_PREFIX",
+    "topic.prefix": "$prefix",
     "plugin.name": "pgoutput",
-    "slot.name": "$SLOT_NAME",
-    "publication.name": "$PUBLICATION_NAME",
+    "slot.name": "$slot",
+    "publication.name": "$publication",
     "publication.autocreate.mode": "all_tables",
     "schema.include.list": "$schemas",
     "snapshot.mode": "initial",
@@ -422,17 +487,33 @@ config = {
     "topic.creation.default.replication.factor": "1",
     "topic.creation.default.partitions": "1",
 }
+converter, registry, avro_class = sys.argv[2:5]
+if converter == "avro":
+    # Avro type names allow [A-Za-z0-9_] only: Debezium rewrites other characters in schema/field names.
+    config["schema.name.adjustment.mode"] = "avro"
+    config["field.name.adjustment.mode"] = "avro"
+    for side in ("key", "value"):
+        # Apicurio's converter, Confluent-compatible: the 4-byte content id in the payload, no headers.
+        c = f"{side}.converter"
+        config[c] = avro_class
+        config[f"{c}.apicurio.registry.url"] = registry + "/apis/registry/v2"
+        config[f"{c}.apicurio.registry.auto-register"] = "true"
+        config[f"{c}.apicurio.registry.find-latest"] = "true"
+        config[f"{c}.apicurio.registry.as-confluent"] = "true"
+        config[f"{c}.apicurio.registry.use-id"] = "contentId"
+        config[f"{c}.apicurio.registry.headers.enabled"] = "false"
 with open(sys.argv[1], "w") as fh:
     json.dump(config, fh, indent=2)
 EOF
-  chmod 600 "$CONNECTOR_JSON"
+  chmod 600 "$file"
 }
 
-connector_status() { curl -sf "$(connect_url)/connectors/$CONNECTOR_NAME/status" 2>/dev/null || true; }
+connector_status() { curl -sf "$(connect_url)/connectors/${1:-$CONNECTOR_NAME}/status" 2>/dev/null || true; }
 
-# RUNNING when the connector and all (>= 1) tasks run; "FAILED <trace>"; "absent"; else the states seen.
+# RUNNING when the connector ($1, default the main one) and all (>= 1) tasks run; "FAILED <trace>";
+# "absent"; else the states seen.
 connector_state() {
-  connector_status | "$PYTHON" -c '
+  connector_status "${1:-}" | "$PYTHON" -c '
 import json, sys
 text = sys.stdin.read()
 if not text.strip():
@@ -450,46 +531,56 @@ else:
 '
 }
 
-register_connector() {
-  local code
+register_connector() { # register_connector [NAME FILE]
+  local name=${1:-$CONNECTOR_NAME} file=${2:-$CONNECTOR_JSON} code
   code=$(curl -s -o "$CONNECT_DIR/put.out" -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
-    --data-binary "@$CONNECTOR_JSON" "$(connect_url)/connectors/$CONNECTOR_NAME/config") || true
+    --data-binary "@$file" "$(connect_url)/connectors/$name/config") || true
   case $code in
-    200 | 201) log "connector $CONNECTOR_NAME registered (HTTP $code)" ;;
+    200 | 201) log "connector $name registered (HTTP $code)" ;;
     *)
       cat "$CONNECT_DIR/put.out" >&2 || true
-      die "registering connector failed (HTTP $code)"
+      die "registering connector $name failed (HTTP $code)"
       ;;
   esac
-  touch "$REGISTERED"
+  [[ $name != "$CONNECTOR_NAME" ]] || touch "$REGISTERED"
 }
 
 # Wait until the connector and its task are RUNNING and Debezium streams from the replication slot
-# (with a backend pid other than $1, when given: the one a killed worker held).
+# (with a backend pid other than $1, when given: the one a killed worker held). $2/$3: another
+# connector's name and slot (default the main connector's).
 wait_streaming() {
-  local not_pid=${1:-} deadline=$((SECONDS + TIMEOUT)) state active last=""
+  local not_pid=${1:-} name=${2:-$CONNECTOR_NAME} slot=${3:-$SLOT_NAME}
+  local deadline=$((SECONDS + TIMEOUT)) state active last=""
   while :; do
-    state=$(connector_state)
+    state=$(connector_state "$name")
     case $state in
       RUNNING)
-        active=$(slot_active_pid)
+        active=$(slot_active_pid "$slot")
         if [[ -n $active && $active != "$not_pid" ]]; then
-          log "connector $CONNECTOR_NAME RUNNING, streaming (slot $SLOT_NAME held by backend $active)"
+          log "connector $name RUNNING, streaming (slot $slot held by backend $active)"
           return 0
         fi
         state="RUNNING, waiting for the snapshot to finish / streaming to start"
         ;;
       FAILED*)
         printf '%s\n' "$state" >&2
-        die "connector $CONNECTOR_NAME failed (log: $CONNECT_DIR/connect.log)"
+        die "connector $name failed (log: $CONNECT_DIR/connect.log)"
         ;;
     esac
-    [[ $state == "$last" ]] || log "connector: $state"
+    [[ $state == "$last" ]] || log "connector $name: $state"
     last=$state
     connect_pid >/dev/null || die "kafka connect process died (log: $CONNECT_DIR/connect.log)"
     ((SECONDS < deadline)) || die "connector not streaming after ${TIMEOUT}s (log: $CONNECT_DIR/connect.log)"
     sleep 1
   done
+}
+
+registry_lines() {
+  local url
+  url=$(env_get REGISTRY_URL)
+  [[ -n $url ]] || return 0
+  echo "registry.url=$url"
+  echo "schema.registry.url=$url/apis/ccompat/v7"
 }
 
 print_env() {
@@ -498,17 +589,40 @@ print_env() {
   echo "topics=$(topics_regex "$(env_get SCHEMAS)")"
   echo "connect=$(connect_url)"
   echo "connector=$CONNECTOR_NAME"
+  local converter
+  converter=$(env_get CONVERTER)
+  echo "converter=${converter:-json}"
+  [[ $converter != avro ]] || registry_lines
+}
+
+# Connectors added with register-connector: their names (stack.env EXTRA_CONNECTORS), slots derived.
+extra_connectors() { env_get EXTRA_CONNECTORS | tr ' ' '\n' | sed '/^$/d'; }
+extra_ident() { # a name as a Postgres identifier: lower case [a-z0-9_], at most 40 characters
+  local id
+  id=$(tr '[:upper:]' '[:lower:]' <<<"$1" | tr -c 'a-z0-9_\n' '_')
+  echo "${id:0:40}"
+}
+extra_slot() { echo "dbz_$(extra_ident "$1")"; }
+extra_publication() { echo "dbz_pub_$(extra_ident "$1")"; }
+
+# Avro needs the converter jars on the worker (AVRO=1, kept) and a registry.
+enable_avro() {
+  env_set AVRO 1
+  registry_ensure
 }
 
 # ---------------------------------------------------------------------------------------- commands
 cmd_up() {
-  local schemas="" init_sql=""
+  local schemas="" init_sql="" converter=${CONVERTER:-}
   while [[ $# -gt 0 ]]; do
     case $1 in
       --schemas) schemas=${2:?--schemas needs a value}; shift 2 ;;
       --schemas=*) schemas=${1#*=}; shift ;;
       --init-sql) init_sql=${2:?--init-sql needs a file}; shift 2 ;;
       --init-sql=*) init_sql=${1#*=}; shift ;;
+      --avro) converter=avro; shift ;;
+      --converter) converter=${2:?--converter needs json or avro}; shift 2 ;;
+      --converter=*) converter=${1#*=}; shift ;;
       *) usage ;;
     esac
   done
@@ -516,6 +630,9 @@ cmd_up() {
   schemas=${schemas:-public}
   [[ $schemas =~ ^[A-Za-z_][A-Za-z0-9_]*(,[A-Za-z_][A-Za-z0-9_]*)*$ ]] ||
     die "--schemas takes comma-separated plain schema names, got '$schemas'"
+  converter=${converter:-$(env_get CONVERTER)}
+  converter=${converter:-json}
+  [[ $converter == json || $converter == avro ]] || die "the converter is json or avro, got '$converter'"
   if [[ -n $init_sql ]]; then
     [[ -r $init_sql ]] || die "--init-sql $init_sql: not readable"
     init_sql=$(cd "$(dirname "$init_sql")" && pwd)/$(basename "$init_sql")
@@ -524,6 +641,7 @@ cmd_up() {
   command -v "$PYTHON" >/dev/null || die "$PYTHON is required"
   mkdir -p "$STATE_DIR"
   env_set SCHEMAS "$schemas"
+  env_set CONVERTER "$converter"
 
   pg_start
   if [[ -n $init_sql ]]; then
@@ -535,12 +653,42 @@ cmd_up() {
     fi
   fi
   kafka_start
+  [[ $converter != avro ]] || enable_avro
   connect_start
-  write_connector_json "$schemas"
+  write_connector_json "$CONNECTOR_JSON" "$schemas" "$TOPIC_PREFIX" "$SLOT_NAME" "$PUBLICATION_NAME" "$converter"
   register_connector
   wait_streaming
   log "up in $((SECONDS - T0))s"
   print_env
+}
+
+cmd_register_connector() {
+  [[ $# -eq 3 ]] || usage
+  local name=$1 prefix=$2 converter=$3 schemas slot
+  [[ $name =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || die "connector name: letters, digits, _ . -; got '$name'"
+  [[ $name != "$CONNECTOR_NAME" ]] || die "$name is the main connector (stack.sh up registers it)"
+  [[ $prefix =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]*$ ]] || die "topic prefix: letters, digits, _ . -; got '$prefix'"
+  [[ $converter == json || $converter == avro ]] || die "the converter is json or avro, got '$converter'"
+  pg_pid >/dev/null || die "postgres is not running (stack.sh up first)"
+  connect_pid >/dev/null || die "kafka connect is not running (stack.sh up first)"
+  BOOTSTRAP=$(<"$KAFKA_STATE/bootstrap")
+  schemas=$(env_get SCHEMAS)
+  slot=$(extra_slot "$name")
+  if [[ $converter == avro ]]; then
+    enable_avro
+    connect_start # restarts the worker when it runs without the Avro converter jars
+  fi
+  local file=$CONNECT_DIR/connector-$name.json
+  write_connector_json "$file" "$schemas" "$prefix" "$slot" "$(extra_publication "$name")" "$converter"
+  register_connector "$name" "$file"
+  if ! extra_connectors | grep -qx -- "$name"; then
+    env_set EXTRA_CONNECTORS "$({ extra_connectors; echo "$name"; } | paste -sd' ' -)"
+  fi
+  wait_streaming "" "$name" "$slot"
+  echo "connector=$name"
+  echo "topics=$(topics_regex "$schemas" "$prefix")"
+  echo "converter=$converter"
+  [[ $converter != avro ]] || registry_lines
 }
 
 cmd_down() {
@@ -555,11 +703,14 @@ cmd_down() {
   else
     log "postgres not initialised"
   fi
+  if [[ -f $REGISTRY_STATE/registry.pid ]]; then
+    registry stop || log "registry.sh stop failed"
+  fi
   log "down"
 }
 
 cmd_status() {
-  local ok=0 pid line
+  local ok=0 pid line name
   if pid=$(pg_pid); then
     echo "postgres: running pid=$pid $(pg_url | sed 's#://\([^:]*\):[^@]*@#://\1:***@#')"
   else
@@ -572,9 +723,20 @@ cmd_status() {
     echo "kafka: stopped"
     ok=1
   fi
+  if [[ -n $(env_get REGISTRY_URL) ]]; then
+    if registry_answers "$(env_get REGISTRY_URL)"; then
+      echo "registry: running registry.url=$(env_get REGISTRY_URL)"
+    else
+      echo "registry: not answering registry.url=$(env_get REGISTRY_URL)"
+      ok=1
+    fi
+  fi
   if pid=$(connect_pid); then
     echo "connect: running pid=$pid $(connect_url)"
     echo "connector: $CONNECTOR_NAME $(connector_state | head -n 1) slot_active_pid=$(slot_active_pid)"
+    for name in $(extra_connectors); do
+      echo "connector: $name $(connector_state "$name" | head -n 1) slot_active_pid=$(slot_active_pid "$(extra_slot "$name")")"
+    done
   else
     echo "connect: stopped"
     echo "connector: $CONNECTOR_NAME unknown (connect not running)"
@@ -587,11 +749,18 @@ cmd_restart_debezium() {
   pg_pid >/dev/null || die "postgres is not running (stack.sh up first)"
   connect_pid >/dev/null || die "kafka connect is not running (stack.sh up first)"
   BOOTSTRAP=$(<"$KAFKA_STATE/bootstrap")
-  local old
+  local old name
+  local -A old_extra=()
   old=$(slot_active_pid)
+  for name in $(extra_connectors); do
+    old_extra[$name]=$(slot_active_pid "$(extra_slot "$name")")
+  done
   connect_stop KILL
   connect_start
   wait_streaming "$old"
+  for name in $(extra_connectors); do
+    wait_streaming "${old_extra[$name]}" "$name" "$(extra_slot "$name")"
+  done
   print_env
 }
 
@@ -601,12 +770,18 @@ cmd_env() {
   print_env
 }
 
-case ${1:-} in
-  up) shift; cmd_up "$@" ;;
-  down) cmd_down ;;
-  status) cmd_status ;;
-  restart-debezium) cmd_restart_debezium ;;
-  env) cmd_env ;;
-  -h | --help | help) usage ;;
-  *) usage ;;
-esac
+main() {
+  case ${1:-} in
+    up) shift; cmd_up "$@" ;;
+    register-connector) shift; cmd_register_connector "$@" ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    restart-debezium) cmd_restart_debezium ;;
+    env) cmd_env ;;
+    -h | --help | help) usage ;;
+    *) usage ;;
+  esac
+}
+
+# One line, read whole before it runs: editing this file while a command runs cannot make bash read on.
+main "$@"; exit

@@ -4,6 +4,12 @@
 the workload schema and ``SNAPSHOT_ROWS`` rows per table loaded through ``--init-sql`` *before* the
 Debezium connector is registered, so those rows arrive as snapshot reads (``op=r``). ``down`` always
 runs when the module is done. Set ``E2E_KEEP_STATE=1`` to keep the state directory (logs) afterwards.
+
+``avro_stack`` is the same stack with Debezium's key and value in Avro (Apicurio's converter, Confluent wire
+format) against the real Apicurio Registry of the ``registry`` fixture (``deploy/local/registry.sh``), plus a
+JSON twin connector (``AVRO_TWIN_CONNECTOR``, topic prefix ``AVRO_TWIN_PREFIX``) on the same database, so the
+same changes can be read in both encodings. Decode Avro with ``schema.registry.url`` (the registry's
+Confluent-compatible API, for ``confluent_kafka.schema_registry.SchemaRegistryClient``).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,16 +35,24 @@ SNAPSHOT_SEED = 1
 UP_TIMEOUT_S = 1200
 DOWN_TIMEOUT_S = 180
 PRINTED_KEYS = ("postgres", "bootstrap.servers", "topics", "connect", "connector")
+REGISTRY_SH = REPO_ROOT / "deploy" / "local" / "registry.sh"
+REGISTRY_KEYS = ("registry.url", "schema.registry.url", "apicurio.registry.url")
+# A cold start may fetch the registry (~140 MB) from Maven Central.
+REGISTRY_START_TIMEOUT_S = 900
+AVRO_TWIN_CONNECTOR = "mirror-source-json"
+AVRO_TWIN_PREFIX = "dbserver1json"
 
 StackCtl = Callable[..., str]
 
 
-def _run(state_dir: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run stack.sh with this STATE_DIR; its stderr is appended to STATE_DIR/stack-sh.log."""
-    env = dict(os.environ, STATE_DIR=str(state_dir))
+def _run(
+    state_dir: Path, *args: str, timeout: float, env: dict[str, str] | None = None, script: Path = STACK_SH
+) -> subprocess.CompletedProcess[str]:
+    """Run stack.sh (or ``script``) with this STATE_DIR; its stderr is appended to STATE_DIR/stack-sh.log."""
+    env = dict(os.environ, **(env or {}), STATE_DIR=str(state_dir))
     with open(state_dir / "stack-sh.log", "a", encoding="utf-8") as err:
         return subprocess.run(
-            ["bash", str(STACK_SH), *args],
+            ["bash", str(script), *args],
             env=env,
             stdout=subprocess.PIPE,
             stderr=err,
@@ -47,9 +62,9 @@ def _run(state_dir: Path, *args: str, timeout: float) -> subprocess.CompletedPro
         )
 
 
-def _parse(stdout: str) -> dict[str, str]:
+def _parse(stdout: str, keys: tuple[str, ...] = PRINTED_KEYS) -> dict[str, str]:
     values = dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
-    missing = [k for k in PRINTED_KEYS if k not in values]
+    missing = [k for k in keys if k not in values]
     if missing:
         msg = f"stack.sh printed no {missing}; stdout:\n{stdout}"
         raise RuntimeError(msg)
@@ -81,50 +96,119 @@ def _our_processes(state_dir: Path) -> list[str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def stack_state_dir() -> Iterator[Path]:
+@contextmanager
+def _state_dir(prefix: str) -> Iterator[Path]:
     # Not tmp_path: pytest makes its temp dirs 0700, and Postgres runs as another user when we are root.
-    state_dir = Path(tempfile.mkdtemp(prefix="e2e-stack-"))
+    state_dir = Path(tempfile.mkdtemp(prefix=prefix))
     state_dir.chmod(0o755)
     yield state_dir
     if os.environ.get("E2E_KEEP_STATE") != "1":
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def stack(stack_state_dir: Path) -> Iterator[dict[str, str]]:
-    """Bring the stack up; return the printed values plus ``state_dir``. Always ``down`` at the end."""
-    init_sql = stack_state_dir / "init.sql"
+@contextmanager
+def _stack_up(state_dir: Path, *up_args: str, env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """``stack.sh up --init-sql <workload> *up_args``; yield the printed values plus ``state_dir``; always down."""
+    init_sql = state_dir / "init.sql"
     init_sql.write_text(workload.init_sql(SNAPSHOT_ROWS, SNAPSHOT_SEED), encoding="utf-8")
     try:
         try:
-            result = _run(stack_state_dir, "up", "--init-sql", str(init_sql), timeout=UP_TIMEOUT_S)
+            result = _run(state_dir, "up", "--init-sql", str(init_sql), *up_args, timeout=UP_TIMEOUT_S, env=env)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"stack.sh up timed out after {UP_TIMEOUT_S}s:\n{_log_tail(stack_state_dir)}")
+            pytest.fail(f"stack.sh up timed out after {UP_TIMEOUT_S}s:\n{_log_tail(state_dir)}")
         if result.returncode != 0:
-            pytest.fail(f"stack.sh up failed (exit {result.returncode}):\n{_log_tail(stack_state_dir)}")
+            pytest.fail(f"stack.sh up failed (exit {result.returncode}):\n{_log_tail(state_dir)}")
         values = _parse(result.stdout)
-        values["state_dir"] = str(stack_state_dir)
+        values["state_dir"] = str(state_dir)
         yield values
     finally:
-        down = _run(stack_state_dir, "down", timeout=DOWN_TIMEOUT_S)
-        left = _our_processes(stack_state_dir)
+        down = _run(state_dir, "down", timeout=DOWN_TIMEOUT_S)
+        left = _our_processes(state_dir)
         if down.returncode != 0 or left:
-            pytest.fail(
-                f"stack.sh down failed (exit {down.returncode}), still running: {left}\n{_log_tail(stack_state_dir)}"
-            )
+            pytest.fail(f"stack.sh down failed (exit {down.returncode}), still running: {left}\n{_log_tail(state_dir)}")
 
 
-@pytest.fixture(scope="module")
-def stack_ctl(stack: dict[str, str]) -> StackCtl:
-    """``stack_ctl("restart-debezium")``: run another stack.sh command on this stack; return its stdout."""
-    state_dir = Path(stack["state_dir"])
-
+def _ctl(state_dir: Path, env: dict[str, str] | None = None) -> StackCtl:
     def ctl(*args: str, timeout: float = UP_TIMEOUT_S) -> str:
-        result = _run(state_dir, *args, timeout=timeout)
+        result = _run(state_dir, *args, timeout=timeout, env=env)
         if result.returncode != 0:
             msg = f"stack.sh {' '.join(args)} failed (exit {result.returncode}):\n{_log_tail(state_dir)}"
             raise RuntimeError(msg)
         return result.stdout
 
     return ctl
+
+
+@pytest.fixture(scope="module")
+def stack_state_dir() -> Iterator[Path]:
+    with _state_dir("e2e-stack-") as state_dir:
+        yield state_dir
+
+
+@pytest.fixture(scope="module")
+def stack(stack_state_dir: Path) -> Iterator[dict[str, str]]:
+    """Bring the stack up; return the printed values plus ``state_dir``. Always ``down`` at the end."""
+    with _stack_up(stack_state_dir) as values:
+        yield values
+
+
+@pytest.fixture(scope="module")
+def stack_ctl(stack: dict[str, str]) -> StackCtl:
+    """``stack_ctl("restart-debezium")``: run another stack.sh command on this stack; return its stdout."""
+    return _ctl(Path(stack["state_dir"]))
+
+
+@pytest.fixture(scope="module")
+def registry() -> Iterator[dict[str, str]]:
+    """A real Apicurio Registry (``deploy/local/registry.sh``, in-memory storage) for this module.
+
+    Returns ``registry.url`` (base), ``schema.registry.url`` (Confluent-compatible API: give it to
+    ``SchemaRegistryClient``), ``apicurio.registry.url`` (Apicurio's own API) and ``state_dir``.
+    """
+    with _state_dir("e2e-registry-") as state_dir:
+        try:
+            try:
+                result = _run(state_dir, "start", timeout=REGISTRY_START_TIMEOUT_S, script=REGISTRY_SH)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"registry.sh start timed out after {REGISTRY_START_TIMEOUT_S}s:\n{_log_tail(state_dir)}")
+            if result.returncode != 0:
+                pytest.fail(f"registry.sh start failed (exit {result.returncode}):\n{_log_tail(state_dir)}")
+            values = _parse(result.stdout, REGISTRY_KEYS)
+            values["state_dir"] = str(state_dir)
+            yield values
+        finally:
+            stop = _run(state_dir, "stop", timeout=DOWN_TIMEOUT_S, script=REGISTRY_SH)
+            left = _our_processes(state_dir)
+            if stop.returncode != 0 or left:
+                pytest.fail(f"registry.sh stop failed (exit {stop.returncode}), still running: {left}")
+
+
+@pytest.fixture(scope="module")
+def avro_stack_state_dir() -> Iterator[Path]:
+    with _state_dir("e2e-avro-stack-") as state_dir:
+        yield state_dir
+
+
+@pytest.fixture(scope="module")
+def avro_stack(avro_stack_state_dir: Path, registry: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The stack with the Avro converter against ``registry``, plus a JSON twin connector on the same database.
+
+    The values of ``stack`` (``topics`` are the Avro topics, ``converter`` is ``avro``), ``registry.url``,
+    ``schema.registry.url``, and ``json_topics`` / ``json_connector`` for the twin (topic prefix
+    ``AVRO_TWIN_PREFIX``, Kafka's JsonConverter with schemas, as ``stack``). Always ``down`` at the end.
+    """
+    env = {"REGISTRY_URL": registry["registry.url"]}
+    with _stack_up(avro_stack_state_dir, "--avro", env=env) as values:
+        assert values.get("converter") == "avro", values
+        assert values.get("schema.registry.url") == registry["schema.registry.url"], values
+        out = _ctl(avro_stack_state_dir, env)("register-connector", AVRO_TWIN_CONNECTOR, AVRO_TWIN_PREFIX, "json")
+        twin = _parse(out, ("connector", "topics", "converter"))
+        values["json_topics"] = twin["topics"]
+        values["json_connector"] = twin["connector"]
+        yield values
+
+
+@pytest.fixture(scope="module")
+def avro_stack_ctl(avro_stack: dict[str, str]) -> StackCtl:
+    """Like ``stack_ctl``, for ``avro_stack``."""
+    return _ctl(Path(avro_stack["state_dir"]), {"REGISTRY_URL": avro_stack["registry.url"]})
