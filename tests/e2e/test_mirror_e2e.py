@@ -114,6 +114,18 @@ def catch_up(stack: dict[str, str], tmp: Path, config: Path) -> None:
     assert result.returncode == 0, result.stderr[-5000:]
 
 
+def batch_lines(log: Path) -> int:
+    """Batch log lines the connector wrote so far."""
+    return log.read_text().count('"event":"batch"') if log.exists() else 0
+
+
+def wait_for_batch(process: subprocess.Popen[bytes], log: Path, before: int, timeout_s: float = 240) -> None:
+    """Until the connector logs a batch after ``before`` (or exits, or the bound passes; the caller checks)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None and batch_lines(log) <= before:
+        time.sleep(0.5)
+
+
 def test_snapshot_then_streaming_mirror_equals_source(stack: dict[str, str], tmp_path: Path) -> None:
     config = write_config(tmp_path)
     first = run_connector(*run_args(stack, tmp_path, "available-now", config))  # the snapshot
@@ -135,10 +147,13 @@ def test_connector_killed_three_times_during_streaming(stack: dict[str, str], tm
     kills = 0
     with psycopg.connect(stack["postgres"], autocommit=True) as conn:
         for round_number in range(4):
+            batches_before = batch_lines(tmp_path / "connector.log")
             process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=log, env=dict(os.environ))
             try:
                 workload.streaming_phase(conn, 120, seed=100 + round_number)
-                time.sleep(rng.uniform(4, 14))  # Spark start-up and a few batches: a random point in them
+                # Kill at a random point once this run is publishing (Spark's start-up time varies with load).
+                wait_for_batch(process, tmp_path / "connector.log", batches_before)
+                time.sleep(rng.uniform(0, 4))
             finally:
                 alive = process.poll() is None
                 if round_number < 3:
