@@ -77,7 +77,7 @@ ALL_TYPES_ROW: dict[str, Any] = {
     "c_int": -7,
     "c_bigint": 9_000_000_000,
     "c_numeric": Decimal("12345.67"),
-    "c_numeric_free": Decimal("-0.000123456789"),
+    "c_numeric_free": Decimal("-0.0001234567"),  # scale 10: fits mirror.variable_scale_decimal 38,10
     "c_real": 1.5,
     "c_double": -2.25,
     "c_bool": True,
@@ -298,9 +298,9 @@ def test_all_types_create_update_delete_decode(captured: Captured) -> None:
     assert create.value["before"] is None
     after = create.value["after"]
     assert after["c_numeric"] == Decimal("12345.67")  # Avro decimal (bytes, scale 2): fastavro decodes it
-    assert after["c_numeric_free"]["scale"] == 12  # io.debezium.data.VariableScaleDecimal {scale, value}
+    assert after["c_numeric_free"]["scale"] == 10  # io.debezium.data.VariableScaleDecimal {scale, value}
     free = int.from_bytes(after["c_numeric_free"]["value"], "big", signed=True)
-    assert Decimal(free).scaleb(-after["c_numeric_free"]["scale"]) == Decimal("-0.000123456789")
+    assert Decimal(free).scaleb(-after["c_numeric_free"]["scale"]) == Decimal("-0.0001234567")
     assert after["c_date"] == (DATE - dt.date(1970, 1, 1)).days  # io.debezium.time.Date: days since epoch
     assert after["c_timestamp"] == _micros(TS)  # io.debezium.time.MicroTimestamp
     assert after["c_timestamptz"] == "2024-02-29T12:14:15.654321Z"  # io.debezium.time.ZonedTimestamp, UTC
