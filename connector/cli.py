@@ -123,6 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    if args.log_level.upper() != "DEBUG":
+        # The Azure SDK logs every HTTP request with its headers at INFO: noise in a service log.
+        logging.getLogger("azure").setLevel(logging.WARNING)
     try:
         return int(_dispatch(args))
     except ConnectorError as exc:
