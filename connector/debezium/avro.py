@@ -40,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 import fastavro
 
 from connector.config import SchemaRegistrySettings, resolve_secret_references
-from connector.debezium.envelope import CHANGE_OPS, TRUNCATE_OP, ChangeEvent, Noise, _classify_opless
+from connector.debezium.envelope import ChangeEvent, Noise, event_from_payload
 from connector.debezium.types import ColumnType, column_type_from_schema
 from connector.errors import ConfigError, DecodeError, RegistryError, RegistryUnavailable
 from connector.events import KafkaRecord
@@ -651,33 +651,7 @@ class AvroDecoder:
             raise DecodeError(
                 record.topic, record.partition, record.offset, f"value is a {type(payload).__name__}, not a record"
             )
-        op = payload.get("op")
-        if op is None:
-            return Noise(record, _classify_opless(record, payload))
-        if op == "m":
-            return Noise(record, "message")
-        if op not in CHANGE_OPS and op != TRUNCATE_OP:
-            raise DecodeError(record.topic, record.partition, record.offset, f"unknown op {op!r}")
-        before = payload.get("before")
-        after = payload.get("after")
-        if op in ("c", "r", "u") and not isinstance(after, dict):
-            raise DecodeError(record.topic, record.partition, record.offset, f"op {op!r} without an 'after' row")
-        if op == "d" and not isinstance(before, dict) and record.key is None:
-            raise DecodeError(record.topic, record.partition, record.offset, "delete with neither 'before' nor a key")
-        key, key_fields = self._key(record)
-        source = payload.get("source") or {}
-        ts_ms = payload.get("ts_ms")
-        return ChangeEvent(
-            record=record,
-            op=op,
-            before=before if isinstance(before, dict) else None,
-            after=after if isinstance(after, dict) else None,
-            key=key,
-            key_fields=key_fields,
-            columns=self._row_columns(record, writer),
-            source=source if isinstance(source, dict) else {},
-            ts_ms=ts_ms if isinstance(ts_ms, int) else None,
-        )
+        return event_from_payload(record, payload, lambda: self._row_columns(record, writer), lambda: self._key(record))
 
     def _writer(self, record: KafkaRecord, data: bytes, part: str) -> WriterSchema:
         if len(data) < HEADER_SIZE:

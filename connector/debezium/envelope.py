@@ -8,7 +8,7 @@ naming ``topic[partition]@offset``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -94,33 +94,7 @@ class EnvelopeDecoder:
                 record.offset,
                 f"payload is a {type(payload).__name__}, not an object",
             )
-        op = payload.get("op")
-        if op is None:
-            return Noise(record, _classify_opless(record, payload))
-        if op == "m":
-            return Noise(record, "message")
-        if op not in CHANGE_OPS and op != TRUNCATE_OP:
-            raise DecodeError(record.topic, record.partition, record.offset, f"unknown op {op!r}")
-        before = payload.get("before")
-        after = payload.get("after")
-        if op in ("c", "r", "u") and not isinstance(after, dict):
-            raise DecodeError(record.topic, record.partition, record.offset, f"op {op!r} without an 'after' row")
-        if op == "d" and not isinstance(before, dict) and record.key is None:
-            raise DecodeError(record.topic, record.partition, record.offset, "delete with neither 'before' nor a key")
-        key, key_fields = self._parse_key(record)
-        source = payload.get("source") or {}
-        ts_ms = payload.get("ts_ms")
-        return ChangeEvent(
-            record=record,
-            op=op,
-            before=before if isinstance(before, dict) else None,
-            after=after if isinstance(after, dict) else None,
-            key=key,
-            key_fields=key_fields,
-            columns=columns,
-            source=source if isinstance(source, dict) else {},
-            ts_ms=ts_ms if isinstance(ts_ms, int) else None,
-        )
+        return event_from_payload(record, payload, lambda: columns, lambda: self._parse_key(record))
 
     def _parse_value(self, value: bytes) -> tuple[Any, Mapping[str, ColumnType] | None, bool]:
         """Return (payload, columns, whether the value had the schema/payload wrapper)."""
@@ -189,6 +163,51 @@ class EnvelopeDecoder:
                 f"key is a {type(parsed).__name__}, not an object",
             )
         return parsed, fields or tuple(parsed)
+
+
+KeyReader = Callable[[], tuple[dict[str, Any] | None, tuple[str, ...] | None]]
+
+
+def event_from_payload(
+    record: KafkaRecord,
+    payload: Mapping[str, Any],
+    columns: Callable[[], Mapping[str, ColumnType] | None],
+    read_key: KeyReader,
+) -> ChangeEvent | Noise:
+    """Classify a decoded Envelope payload (whatever converter wrote it) and build its event.
+
+    ``columns`` and ``read_key`` are only called for change events, so noise never fails on them.
+
+    Raises:
+        DecodeError: the payload is neither a change event nor known noise.
+    """
+    op = payload.get("op")
+    if op is None:
+        return Noise(record, _classify_opless(record, payload))
+    if op == "m":
+        return Noise(record, "message")
+    if op not in CHANGE_OPS and op != TRUNCATE_OP:
+        raise DecodeError(record.topic, record.partition, record.offset, f"unknown op {op!r}")
+    before = payload.get("before")
+    after = payload.get("after")
+    if op in ("c", "r", "u") and not isinstance(after, dict):
+        raise DecodeError(record.topic, record.partition, record.offset, f"op {op!r} without an 'after' row")
+    if op == "d" and not isinstance(before, dict) and record.key is None:
+        raise DecodeError(record.topic, record.partition, record.offset, "delete with neither 'before' nor a key")
+    key, key_fields = read_key()
+    source = payload.get("source") or {}
+    ts_ms = payload.get("ts_ms")
+    return ChangeEvent(
+        record=record,
+        op=op,
+        before=before if isinstance(before, dict) else None,
+        after=after if isinstance(after, dict) else None,
+        key=key,
+        key_fields=key_fields,
+        columns=columns(),
+        source=source if isinstance(source, dict) else {},
+        ts_ms=ts_ms if isinstance(ts_ms, int) else None,
+    )
 
 
 def _parses_to(raw: bytes, expected: Any) -> bool:
