@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Port helpers shared by kafka.sh and stack.sh (sourced, not run).
+# Port and process helpers shared by kafka.sh, registry.sh and stack.sh (sourced, not run).
 
 # Whether anything accepts on 127.0.0.1:$1, or ss lists it as listening.
 port_in_use() {
@@ -22,4 +22,20 @@ free_port() {
   done
   echo "could not find a free port" >&2
   return 1
+}
+
+# Stop pid $1 (called $2 in messages): SIGTERM, up to 30 s, then SIGKILL and up to 5 s more.
+terminate_pid() {
+  local pid=$1 name=$2 i
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 60; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.5
+  done
+  echo "$name did not stop after 30s; killing it" >&2
+  kill -KILL "$pid" 2>/dev/null || true
+  for ((i = 0; i < 20; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.25
+  done
 }

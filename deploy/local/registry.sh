@@ -165,26 +165,14 @@ cmd_start() {
 }
 
 cmd_stop() {
-  local pid i
+  local pid
   if ! pid=$(running_pid); then
     rm -f "$PID_FILE"
     log "not running"
     return 0
   fi
   log "stopping registry (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 60; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.5
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    log "registry did not stop after 30s; killing it"
-    kill -KILL "$pid" 2>/dev/null || true
-    for ((i = 0; i < 20; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.25
-    done
-  fi
+  terminate_pid "$pid" registry
   rm -f "$PID_FILE"
 }
 
