@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from connector import metrics
-from connector.config import ConnectorSettings, load_settings
+from connector.config import ConnectorSettings, load_settings, parse_precision_scale
 from connector.debezium.decoder import open_decoder
 from connector.errors import ConfigError
 from connector.landing.collect import Collected
@@ -162,7 +162,10 @@ def run(settings: ConnectorSettings) -> int:
         log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
     landing = open_storage(settings.landing_zone.url, settings.landing_zone.credential)
     checkpoint = Path(settings.checkpoint)
-    open_decoder(settings.source, 38, 10)  # a missing schema registry URL fails here, before Spark starts
+    # A missing schema registry URL fails here, before Spark starts.
+    open_decoder(
+        settings.source, *parse_precision_scale(settings.mirror.variable_scale_decimal, "variable_scale_decimal")
+    )
     sink = MirrorSink(
         landing,
         open_storage(str(checkpoint)),
