@@ -112,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--decode-on", choices=["driver", "executors"], default="driver", help="stream: spark.decode_on to measure"
     )
+    bench.add_argument(
+        "--row-path",
+        action="store_true",
+        help="stream: spark.columnar_decode=false (every record through the record-by-record path)",
+    )
     return parser
 
 

@@ -208,6 +208,12 @@ class SparkSettings(_Frozen):
         "fastest on one machine) or 'executors' (one slice per Kafka partition in Spark's Python workers, "
         "for clusters whose executors have the connector installed).",
     )
+    columnar_decode: bool = Field(
+        True,
+        description="Decode and mark plain JSON change events of a topic in bulk with Arrow (the columnar "
+        "lane) wherever it gives exactly what the record-by-record path gives; false sends every record "
+        "through the record-by-record path.",
+    )
 
 
 class ConnectorSettings(BaseSettings):

@@ -94,7 +94,7 @@ class EnvelopeDecoder:
                 record.offset,
                 f"payload is a {type(payload).__name__}, not an object",
             )
-        return event_from_payload(record, payload, lambda: columns, lambda: self._parse_key(record))
+        return event_from_payload(record, payload, lambda: columns, lambda: self.parse_key(record))
 
     def _parse_value(self, value: bytes) -> tuple[Any, Mapping[str, ColumnType] | None, bool]:
         """Return (payload, columns, whether the value had the schema/payload wrapper)."""
@@ -118,6 +118,27 @@ class EnvelopeDecoder:
             return parsed["payload"], self._columns(parsed["schema"]), True
         return parsed, None, False
 
+    def payload_layout(self, value: bytes) -> tuple[int, Mapping[str, ColumnType] | None] | None:
+        """Where the payload starts in a value laid out as JsonConverter writes it, and its schema's columns.
+
+        ``None`` when the value is not in that layout, or its schema does not decode (the row path then
+        reports it). Every value starting with the same bytes up to the payload has the same columns.
+        """
+        if not (value.startswith(_SCHEMA_PREFIX) and value.endswith(b"}")):
+            return None
+        split = value.find(_PAYLOAD_SEPARATOR)
+        if split <= 0:
+            return None
+        schema_bytes = value[len(_SCHEMA_PREFIX) : split]
+        if schema_bytes not in self._schemas:
+            try:
+                self._parse_value(value)
+            except (orjson.JSONDecodeError, ValueError, TypeError, KeyError, AttributeError):
+                return None
+            if schema_bytes not in self._schemas:
+                return None  # the split is not the top-level boundary
+        return split + len(_PAYLOAD_SEPARATOR), self._schemas[schema_bytes]
+
     def _columns(self, schema: Any) -> Mapping[str, ColumnType] | None:
         """Row columns from an Envelope schema: the fields of its ``after`` (or ``before``) struct."""
         if not isinstance(schema, dict):
@@ -136,7 +157,12 @@ class EnvelopeDecoder:
         }
 
     @staticmethod
-    def _parse_key(record: KafkaRecord) -> tuple[dict[str, Any] | None, tuple[str, ...] | None]:
+    def parse_key(record: KafkaRecord) -> tuple[dict[str, Any] | None, tuple[str, ...] | None]:
+        """The record's key values and key column names (``None, None`` for a record without a key).
+
+        Raises:
+            DecodeError: the key is not JSON, or not an object.
+        """
         if not record.key:
             return None, None
         try:

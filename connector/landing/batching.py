@@ -107,11 +107,11 @@ class TableBatch:
         if ctype is not None:
             return ctype
         if established is not None and name in established.names:
-            return _established_type(established.field(name).type)
+            return established_type(established.field(name).type)
         return _infer(values)
 
 
-def _established_type(arrow: pa.DataType) -> ColumnType:
+def established_type(arrow: pa.DataType) -> ColumnType:
     """Conversion for a schemaless column whose type an earlier batch fixed."""
     if pa.types.is_binary(arrow):
         return ColumnType(arrow, "base64")

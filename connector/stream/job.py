@@ -25,7 +25,7 @@ from connector import metrics
 from connector.config import ConnectorSettings, load_settings, parse_precision_scale
 from connector.debezium.decoder import open_decoder
 from connector.errors import ConfigError
-from connector.landing.collect import Collected
+from connector.landing.columnar import ColumnarLane, LaneResult
 from connector.landing.deadletter import open_dead_letter_writer
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
@@ -42,10 +42,13 @@ log = logging.getLogger("connector.run")
 class BatchWriter:
     """The ``foreachBatch`` function: one micro-batch → the sink → metrics and one log line."""
 
-    def __init__(self, sink: MirrorSink, health: metrics.HealthState, decode_on: str = "driver") -> None:
+    def __init__(
+        self, sink: MirrorSink, health: metrics.HealthState, decode_on: str = "driver", columnar: bool = True
+    ) -> None:
         self.sink = sink
         self.health = health
         self.decode_on = decode_on
+        self.columnar = columnar
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Publish micro-batch ``batch_id``; raising fails the query (Spark then retries it on restart)."""
@@ -56,13 +59,18 @@ class BatchWriter:
                 # Spark replays the last batch after a crash between our commit and its own.
                 result = self.sink.process_collected(batch_id, [])
             elif self.decode_on == "executors":
-                slices = collect_slices(frame, self.sink.collect_context())
+                slices = collect_slices(frame, self.sink.collect_context(), columnar=self.columnar)
                 collected = time.monotonic()
                 result = self.sink.process_collected(batch_id, slices)
             else:
-                records, problems = records_from_arrow(frame.toArrow())
+                table = frame.toArrow()
                 collected = time.monotonic()
-                result = self.sink.process_collected(batch_id, [Collected(problems=problems)], records)
+                lane = LaneResult(rest=table)
+                if self.columnar:
+                    lane = ColumnarLane(self.sink.collect_context(defer_keep_last=False)).collect(table)
+                records, problems = records_from_arrow(lane.rest if lane.rest is not None else table)
+                lane.collected.problems.extend(problems)
+                result = self.sink.process_collected(batch_id, [lane.collected], records)
         except Exception:
             metrics.BATCHES.labels("failed").inc()
             metrics.PUBLISH_ERRORS.labels("").inc()
@@ -186,7 +194,9 @@ def run(settings: ConnectorSettings) -> int:
         completed,
     )
     spark = spark_session(settings)
-    writer = stream(spark, settings).writeStream.foreachBatch(BatchWriter(sink, health, settings.spark.decode_on))
+    writer = stream(spark, settings).writeStream.foreachBatch(
+        BatchWriter(sink, health, settings.spark.decode_on, settings.spark.columnar_decode)
+    )
     writer = writer.option("checkpointLocation", str(checkpoint / "spark"))
     if settings.trigger == "available-now":
         writer = writer.trigger(availableNow=True)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from connector.landing.collect import CollectContext, Collected, SliceCollector
+from connector.landing.columnar import ColumnarLane, LaneResult, merge_lane
 from connector.stream.source import records_from_arrow
 
 if TYPE_CHECKING:
@@ -26,25 +27,29 @@ _SLICE_COLUMN = "slice"
 _SLICE_SCHEMA = pa.schema([pa.field(_SLICE_COLUMN, pa.binary())])
 
 
-def collect_slices(frame: DataFrame, context: CollectContext) -> list[Collected]:
+def collect_slices(frame: DataFrame, context: CollectContext, *, columnar: bool = True) -> list[Collected]:
     """Collect every Spark partition of ``frame`` on the executors; the slices come back to the driver."""
-    task = partial(collect_partition, context)
+    task = partial(collect_partition, context, columnar)
     table = frame.mapInArrow(task, f"{_SLICE_COLUMN} binary").toArrow()
     # Pickle only ever crosses between this job's own Python processes (worker → driver).
     return [pickle.loads(data) for data in table.column(_SLICE_COLUMN).to_pylist()]  # noqa: S301
 
 
-def collect_partition(context: CollectContext, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def collect_partition(
+    context: CollectContext, columnar: bool, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: one partition's records → one pickled ``Collected`` slice."""
-    records = []
-    problems = []
-    for batch in batches:
-        found, bad = records_from_arrow(pa.Table.from_batches([batch]))
-        records.extend(found)
-        problems.extend(bad)
-    if not records and not problems:
+    arrow_batches = list(batches)
+    if not arrow_batches:
         return
-    collected = SliceCollector(context).collect(records)
+    table = pa.Table.from_batches(arrow_batches)
+    lane = LaneResult(rest=table)
+    if columnar:
+        lane = ColumnarLane(context).collect(table)
+    rest = lane.rest if lane.rest is not None else table
+    records, problems = records_from_arrow(rest)
+    collected = SliceCollector(context).collect(records) if records else Collected()
     collected.problems.extend(problems)
+    collected = merge_lane(lane.collected, collected)
     data = pickle.dumps(collected, protocol=pickle.HIGHEST_PROTOCOL)
     yield pa.RecordBatch.from_arrays([pa.array([data], type=pa.binary())], schema=_SLICE_SCHEMA)

@@ -56,7 +56,7 @@ def _stop_broker(state_dir: str) -> None:
     )
 
 
-def _fill(bootstrap: str, topic: str, events: int, partitions: int) -> None:
+def _fill(bootstrap: str, topic: str, events: int, partitions: int, with_schema: bool) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -71,7 +71,7 @@ def _fill(bootstrap: str, topic: str, events: int, partitions: int) -> None:
             "queue.buffering.max.messages": 1_000_000,
         }
     )
-    for count, record in enumerate(generated_events(events, False, partitions), start=1):
+    for count, record in enumerate(generated_events(events, with_schema, partitions), start=1):
         while True:
             try:
                 producer.produce(topic, record.value, record.key, partition=record.partition)
@@ -109,14 +109,15 @@ def consumer_limit(bootstrap: str, topic: str, events: int) -> float:
     return seen / elapsed if elapsed else float("inf")
 
 
-def writer_limit(events: int, batch: int, folder: str) -> float:
+def writer_limit(events: int, batch: int, folder: str, with_schema: bool) -> float:
     """(b) Rows/s of pyarrow alone writing the same 10-column rows as snappy Parquet, batch by batch."""
-    stream = generated_events(events, False)
+    stream = generated_events(events, with_schema)
     elapsed = 0.0
     import orjson
 
     for number in itertools.count():
-        chunk = [orjson.loads(r.value or b"{}").get("after") or {"id": 0} for r in itertools.islice(stream, batch)]
+        values = [orjson.loads(r.value or b"{}") for r in itertools.islice(stream, batch)]
+        chunk = [v.get("payload", v).get("after") or {"id": 0} for v in values]
         if not chunk:
             break
         table = pa.Table.from_pylist(chunk)
@@ -137,10 +138,10 @@ def bench_stream(args: argparse.Namespace) -> int:
         broker_state = f"{scratch}/kafka"
         bootstrap = args.bootstrap_servers or _start_broker(broker_state)
         try:
-            _fill(bootstrap, topic, events, partitions)
+            _fill(bootstrap, topic, events, partitions, args.with_schema)
             limit_a = consumer_limit(bootstrap, topic, events)
             os.makedirs(f"{scratch}/raw")
-            limit_b = writer_limit(events, args.max_offsets_per_trigger, f"{scratch}/raw")
+            limit_b = writer_limit(events, args.max_offsets_per_trigger, f"{scratch}/raw", args.with_schema)
             settings = load_settings(
                 None,
                 **{
@@ -153,11 +154,12 @@ def bench_stream(args: argparse.Namespace) -> int:
                     "checkpoint": f"{scratch}/cp",
                     "metrics.port": 0,
                     "spark.decode_on": args.decode_on,
+                    "spark.columnar_decode": not args.row_path,
                 },
             )
             spark = spark_session(settings)
             sink = MirrorSink(LocalStorage(f"{scratch}/lz"), LocalStorage(f"{scratch}/cp"), settings.mirror)
-            writer = BatchWriter(sink, HealthState(), settings.spark.decode_on)
+            writer = BatchWriter(sink, HealthState(), settings.spark.decode_on, settings.spark.columnar_decode)
             rss: list[float] = []
             jvm_rss: list[float] = []
             # The JVM (driver and, in local mode, the executors) is the gateway process PySpark started.
@@ -184,7 +186,8 @@ def bench_stream(args: argparse.Namespace) -> int:
     rate = events / elapsed
     print(
         f"events={events} partitions={partitions} max_offsets_per_trigger={args.max_offsets_per_trigger} "
-        f"decode_on={args.decode_on} batches={len(rss)}"
+        f"decode_on={args.decode_on} columnar_decode={not args.row_path} with_schema={args.with_schema} "
+        f"batches={len(rss)}"
     )
     if rss:
         # The whole series: flat means bounded by maxOffsetsPerTrigger, not growing with the backlog.

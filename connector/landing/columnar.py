@@ -1,0 +1,432 @@
+"""The columnar lane: a topic's plain Debezium JSON change events decoded and marked in Arrow, in bulk.
+
+The row path (``SliceCollector``) builds Python objects for every record, which costs about ten times
+what parsing the JSON costs. For the common case (JsonConverter output of c/r/u/d events, compact
+JSON, no TOASTed placeholder, keys of scalars) the lane instead parses all of a topic's payloads in
+one call of Arrow's JSON reader, with the column types the Connect schema (or, for schemaless JSON,
+the table's established schema) gives, and marks rows with vectorised kernels.
+
+The lane takes a topic only when it can produce exactly the piece the row path would. Anything it does
+not handle (noise other than tombstones, truncates, keys it cannot check, placeholders, values that do
+not parse or convert, ``keep-last`` tables, a second topic for the same table) leaves the topic to the
+row path whole, so decode errors, dead letters and stopped tables stay the row path's alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from connector.config import TableSettings, parse_precision_scale
+from connector.debezium.envelope import EnvelopeDecoder
+from connector.debezium.types import ColumnType, ConversionError, to_arrow
+from connector.errors import ConnectorError
+from connector.events import ROW_MARKER_COLUMN, KafkaRecord, RowMarker
+from connector.landing.batching import MARKER_TYPE, established_type
+from connector.landing.collect import CollectContext, Collected, TablePiece
+from connector.landing.layout import TableRef, table_for_topic
+
+log = logging.getLogger(__name__)
+
+_CHANGE_OPS = ["c", "r", "u", "d"]
+_SCHEMA_PREFIX = b'{"schema":'
+_PAYLOAD_SEPARATOR = b',"payload":'
+# Tokens Arrow's JSON reader accepts but orjson (the row path) rejects: their records stay on the row path.
+_NON_JSON_TOKENS = (b"NaN", b"Infinity")
+
+# A JSON scalar as a key holds it: the row path parses such keys with orjson, so the pattern only admits
+# what orjson admits (no control characters, no surrogate escapes, no leading zeros, no whitespace).
+_JSON_STRING = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})))*"'
+_JSON_SCALAR = rf"(?:null|true|false|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|{_JSON_STRING})"
+_FLAT_OBJECT = rf"\{{(?:{_JSON_STRING}:{_JSON_SCALAR}(?:,{_JSON_STRING}:{_JSON_SCALAR})*)?\}}"
+
+# Arrow types whose parsed JSON values cast exactly as ``pa.array(values, type)`` converts them.
+_CASTS_EXACTLY = {pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float64(), pa.bool_(), pa.string()}
+
+
+class _NotForTheLane(Exception):
+    """This topic's records go to the row path (not an error: the row path handles them)."""
+
+
+def _leave(reason: str) -> NoReturn:
+    raise _NotForTheLane(reason)
+
+
+@dataclass
+class LaneResult:
+    """What the lane collected, and the records it left for the row path."""
+
+    collected: Collected = field(default_factory=Collected)
+    rest: pa.Table | None = None
+    topics: list[str] = field(default_factory=list)  # the topics the lane took
+
+
+class ColumnarLane:
+    """Collects whole topics of a batch in Arrow; one instance per slice, reading only a ``CollectContext``."""
+
+    def __init__(self, context: CollectContext) -> None:
+        self.context = context
+        self.mirror = context.mirror
+        precision, scale = parse_precision_scale(self.mirror.variable_scale_decimal, "mirror.variable_scale_decimal")
+        self._decoder = EnvelopeDecoder(precision, scale)
+        placeholder = self.mirror.unavailable_value_placeholder.encode()
+        self._placeholders = (placeholder, _base64_prefix(placeholder))
+        self._insert = RowMarker.UPSERT if self.mirror.replay_safe_inserts else RowMarker.INSERT
+
+    def collect(self, table: pa.Table) -> LaneResult:
+        """Collect the topics of ``table`` (Kafka records as Arrow columns) that the lane can take.
+
+        ``rest`` holds the other records, in their order, for ``SliceCollector``.
+        """
+        result = LaneResult(rest=table)
+        if self.context.source.value_format != "json" or "value" not in table.column_names or not table.num_rows:
+            return result
+        topic_column = table.column("topic")
+        topics = [t for t in pc.unique(topic_column).to_pylist() if t is not None]
+        refs = {topic: table_for_topic(topic, self.mirror) for topic in topics}
+        topics_per_table = Counter(ref.id for ref in refs.values())
+        for topic in topics:
+            ref = refs[topic]
+            if topics_per_table[ref.id] > 1 or not self._eligible(topic, ref):
+                continue
+            records = table if len(topics) == 1 else table.filter(pc.equal(topic_column, topic))
+            try:
+                piece, tombstones = self._collect_topic(topic, ref, records)
+            except _NotForTheLane as reason:
+                log.debug("topic %s goes to the row path: %s", topic, reason)
+                continue
+            result.collected.pieces[ref.id] = piece
+            result.collected.records += records.num_rows
+            if tombstones:
+                result.collected.skipped.add("tombstone", tombstones)
+            result.topics.append(topic)
+        if result.topics:
+            result.rest = table.filter(pc.invert(pc.is_in(topic_column, pa.array(result.topics, pa.string()))))
+        return result
+
+    def _eligible(self, topic: str, ref: TableRef) -> bool:
+        settings = self.mirror.table_settings(topic)
+        if (settings.toast_policy or self.mirror.toast_policy) == "keep-last":
+            return False  # the TOAST store remembers every row: the row path keeps it
+        if topic.startswith("__debezium-heartbeat") or ref.id in self.context.stopped:
+            return False
+        prefix = f"{ref.id}."
+        return not any(column.startswith(prefix) for column in self.mirror.decimal_columns)
+
+    # -- one topic ----------------------------------------------------------------------------------
+
+    def _collect_topic(self, topic: str, ref: TableRef, records: pa.Table) -> tuple[TablePiece, int]:
+        tombstone = pc.fill_null(pc.equal(pc.binary_length(records.column("value")), 0), True)
+        tombstones = pc.sum(tombstone).as_py() or 0
+        changes = records.filter(pc.invert(tombstone)) if tombstones else records
+        count = changes.num_rows
+        if not count:
+            _leave("no change event")
+        partitions = changes.column("partition").to_numpy()
+        offsets = changes.column("offset").to_numpy()
+        if not _ordered(partitions, offsets):
+            _leave("a partition's offsets go backwards")
+        values = changes.column("value")
+        first = KafkaRecord(topic, int(partitions[0]), int(offsets[0]), changes.column("key")[0].as_py(), None)
+        payloads, columns = self._payloads(values, first)
+        settings = self.mirror.table_settings(topic)
+        key_fields = self._check_keys(changes.column("key"), first)
+        key_columns = self._key_columns(ref, key_fields, settings)
+        row_columns = self._row_columns(ref, columns)
+        parsed = self._parse(payloads, row_columns, count)
+        markers, rows = self._mark(parsed, row_columns, key_columns)
+        arrow = self._table(ref, rows, markers, row_columns, columns, key_columns)
+        ops = parsed.column("op")
+        events = {str(item["values"]): int(item["counts"]) for item in pc.value_counts(ops).to_pylist()}
+        max_ts = pc.max(parsed.column("ts_ms")).as_py()
+        piece = TablePiece(
+            ref=ref,
+            key_columns=key_columns,
+            table=arrow,
+            first=(topic, first.partition, first.offset),
+            events=events,
+            snapshot_only=set(events) == {"r"},
+            max_source_ts_ms=max_ts if isinstance(max_ts, int) else None,
+            connector=_first_connector(parsed.column("source")),
+        )
+        return piece, tombstones
+
+    def _payloads(
+        self, values: pa.ChunkedArray, first: KafkaRecord
+    ) -> tuple[pa.ChunkedArray, Mapping[str, ColumnType] | None]:
+        """The payloads of JsonConverter values sharing one schema (or the values themselves, schemaless)."""
+        head = values[0].as_py()
+        if not head.startswith(_SCHEMA_PREFIX):
+            return values, None
+        layout = self._decoder.payload_layout(head)
+        if layout is None:
+            _leave(f"{first.position}: the value's schema is not JsonConverter's compact layout")
+        start, columns = layout
+        prefix = head[:start]
+        if not pc.all(pc.starts_with(values, pattern=prefix)).as_py():
+            _leave("the topic's values do not all share one schema")
+        return pc.binary_slice(values, start, -1), columns
+
+    def _check_keys(self, keys: pa.ChunkedArray, first: KafkaRecord) -> tuple[str, ...]:
+        """Key columns of every record; each key must be JSON the row path would read the same way."""
+        if keys.null_count:
+            _leave("a record has no key")
+        try:
+            _, fields = EnvelopeDecoder.parse_key(first)
+        except ConnectorError as exc:
+            _leave(str(exc))
+        head = first.key or b""
+        if not fields:
+            _leave("the key has no columns")
+        try:
+            if head.startswith(_SCHEMA_PREFIX):
+                split = head.find(_PAYLOAD_SEPARATOR)
+                if split < 0 or not _parses_to_key_schema(head[len(_SCHEMA_PREFIX) : split], head):
+                    _leave("the key's schema is not JsonConverter's compact layout")
+                prefix = re.escape(head[: split + len(_PAYLOAD_SEPARATOR)].decode())
+                pattern = "^" + prefix + _FLAT_OBJECT + r"\}$"
+            else:
+                names = ",".join(re.escape(orjson.dumps(name).decode()) + ":" + _JSON_SCALAR for name in fields)
+                pattern = r"^\{" + names + r"\}$"
+            matches = pc.match_substring_regex(keys, pattern=pattern)
+        except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+            _leave(f"key pattern: {exc}")
+        if not pc.all(matches).as_py():
+            _leave("a key is not a flat JSON object of the first key's layout")
+        return fields
+
+    def _key_columns(self, ref: TableRef, key_fields: tuple[str, ...], settings: TableSettings) -> tuple[str, ...]:
+        if settings.key_columns:
+            return tuple(settings.key_columns)
+        return key_fields or self.context.key_columns.get(ref.id, ())
+
+    def _row_columns(self, ref: TableRef, columns: Mapping[str, ColumnType] | None) -> dict[str, ColumnType]:
+        """Each row column's type: the schema's, or for schemaless JSON the established one."""
+        if columns is not None:
+            return dict(columns)
+        established = self.context.established.get(ref.id)
+        if established is None:
+            _leave("schemaless JSON of a table with no established schema yet")
+        return {name: established_type(established.field(name).type) for name in established.names}
+
+    def _parse(self, payloads: pa.ChunkedArray, row_columns: Mapping[str, ColumnType], count: int) -> pa.Table:
+        """Parse every payload in one call; the checks make row ``i`` the payload of record ``i``."""
+        starts = pc.starts_with(payloads, pattern=b"{")
+        ends = pc.ends_with(payloads, pattern=b"}")
+        if not pc.all(pc.and_(starts, ends)).as_py():
+            _leave("a payload is not one JSON object")
+        try:
+            lines = pc.binary_join_element_wise(payloads, pa.scalar(b""), pa.scalar(b"\n"))
+        except pa.ArrowException as exc:  # e.g. more than 2 GiB of payloads in one slice
+            _leave(f"payloads do not join: {exc}")
+        data = b"".join(_data_bytes(chunk) for chunk in lines.chunks)
+        # One line per payload, each starting '{' and ending '}': a line yields at least one row, so as
+        # many rows as lines means exactly one row per line, in order.
+        if data.count(b"\n") != count:
+            _leave("a payload spans lines")
+        if any(marker in data for marker in self._placeholders):
+            _leave("a value may hold an unavailable (TOASTed) placeholder")
+        if any(token in data for token in _NON_JSON_TOKENS):
+            _leave("a value may hold NaN or Infinity")
+        row_type = pa.struct([pa.field(name, _parse_type(name, ctype)) for name, ctype in row_columns.items()])
+        schema = pa.schema(
+            [
+                pa.field("op", pa.string()),
+                pa.field("before", row_type),
+                pa.field("after", row_type),
+                pa.field("ts_ms", pa.int64()),
+                pa.field("source", pa.struct([pa.field("connector", pa.string())])),
+            ]
+        )
+        longest = pc.max(pc.binary_length(payloads)).as_py() or 0
+        try:
+            parsed = pa_json.read_json(
+                pa.BufferReader(data),
+                read_options=pa_json.ReadOptions(use_threads=True, block_size=max(4 << 20, 2 * longest + 2)),
+                parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
+            )
+        except pa.ArrowInvalid as exc:
+            _leave(f"payloads do not parse with the schema's types: {exc}")
+        if parsed.num_rows != count:
+            _leave("payload rows do not match records")
+        for side in ("before", "after"):
+            if parsed.schema.field(side).type != row_type:
+                _leave(f"a {side} row has a column its schema does not declare")
+        ops = parsed.column("op")
+        if ops.null_count or not pc.all(pc.is_in(ops, pa.array(_CHANGE_OPS))).as_py():
+            _leave("a record is not a c/r/u/d change event")
+        return parsed.combine_chunks()
+
+    def _mark(
+        self, parsed: pa.Table, row_columns: Mapping[str, ColumnType], key_columns: tuple[str, ...]
+    ) -> tuple[np.ndarray, dict[str, pa.Array]]:
+        """Row markers and row columns, as ``RowMarkerMapper`` makes them record by record."""
+        ops = parsed.column("op").combine_chunks()
+        before = parsed.column("before").combine_chunks()
+        after = parsed.column("after").combine_chunks()
+        is_delete = pc.equal(ops, "d")
+        if pc.any(pc.and_(pc.invert(is_delete), pc.is_null(after))).as_py():
+            _leave("a create or update has no 'after' row")
+        before_columns = dict(zip(row_columns, before.flatten(), strict=True))
+        after_columns = dict(zip(row_columns, after.flatten(), strict=True))
+        missing = [c for c in key_columns if c not in row_columns]
+        if missing:
+            _leave(f"key columns {missing} are not row columns")
+        has_before = pc.is_valid(before)
+        key_changed = pa.array(np.zeros(len(ops), dtype=bool))
+        for column in key_columns:
+            old, new = before_columns[column], after_columns[column]
+            same = pc.or_(pc.fill_null(pc.equal(old, new), False), pc.and_(pc.is_null(old), pc.is_null(new)))
+            key_changed = pc.or_(key_changed, pc.invert(same))
+            # A delete row (or the delete half of a key change) without its key would need the record key.
+            needs_key = pc.and_(pc.is_null(old), pc.or_(is_delete, pc.and_(pc.equal(ops, "u"), has_before)))
+            if pc.any(needs_key).as_py():
+                _leave("a delete row lacks a key column in 'before'")
+        split = pc.and_(pc.and_(pc.equal(ops, "u"), has_before), key_changed).to_numpy(zero_copy_only=False)
+        op_codes = ops.to_numpy(zero_copy_only=False)
+        markers = np.full(len(op_codes), int(self._insert), dtype=np.int32)
+        markers[op_codes == "u"] = int(RowMarker.UPDATE)
+        markers[split] = int(self._insert)
+        deletes = is_delete.to_numpy(zero_copy_only=False)
+        markers[deletes] = int(RowMarker.DELETE)
+        rows: dict[str, pa.Array] = {}
+        if not split.any():
+            for name in row_columns:
+                old, new = before_columns[name], after_columns[name]
+                rows[name] = pc.if_else(is_delete, old, new) if deletes.any() else new
+            return markers, rows
+        # An update that changes the key: a delete of the old row, then an insert of the new one.
+        per_record = 1 + split.astype(np.int64)
+        take = np.repeat(np.arange(len(op_codes)), per_record)
+        starts = np.cumsum(per_record) - per_record
+        from_before = np.repeat(deletes, per_record)
+        from_before[starts[split]] = True
+        expanded = np.repeat(markers, per_record)
+        expanded[starts[split]] = int(RowMarker.DELETE)
+        indices = pa.array(take)
+        mask = pa.array(from_before)
+        for name in row_columns:
+            rows[name] = pc.if_else(mask, before_columns[name].take(indices), after_columns[name].take(indices))
+        return expanded, rows
+
+    def _table(
+        self,
+        ref: TableRef,
+        rows: Mapping[str, pa.Array],
+        markers: np.ndarray,
+        row_columns: Mapping[str, ColumnType],
+        schema_columns: Mapping[str, ColumnType] | None,
+        key_columns: tuple[str, ...],
+    ) -> pa.Table:
+        """The piece's table, with ``TableBatch.to_arrow``'s column order, types and conversions."""
+        established = self.context.established.get(ref.id)
+        names = list(established.names) if established is not None else []
+        names += [name for name in row_columns if name not in names]
+        arrays: list[pa.Array] = []
+        fields: list[pa.Field] = []
+        size = len(markers)
+        for name in names:
+            ctype = (schema_columns or {}).get(name)
+            if ctype is None and established is not None and name in established.names:
+                ctype = established_type(established.field(name).type)
+            if ctype is None:
+                ctype = row_columns[name]
+            raw = rows.get(name)
+            try:
+                arrays.append(_converted(raw, ctype, size))
+            except (ConversionError, pa.ArrowException) as exc:
+                _leave(f"column {name!r} does not convert: {exc}")
+            fields.append(pa.field(name, ctype.arrow, nullable=name not in key_columns))
+        arrays.append(pa.array(markers, type=MARKER_TYPE))
+        fields.append(pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False))
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def merge_lane(lane: Collected, rest: Collected) -> Collected:
+    """One slice's outcome from the lane's topics and the row path's (their tables never overlap)."""
+    rest.pieces.update(lane.pieces)
+    rest.records += lane.records
+    for kind, count in lane.skipped.by_kind.items():
+        rest.skipped.add(kind, count)
+    rest.problems.extend(lane.problems)
+    return rest
+
+
+def _parse_type(name: str, ctype: ColumnType) -> pa.DataType:
+    """The type Arrow's JSON reader parses a column's wire values as."""
+    wire = ctype.wire
+    if wire == "plain" and ctype.arrow in _CASTS_EXACTLY:
+        return pa.int64() if pa.types.is_integer(ctype.arrow) else ctype.arrow
+    if wire == "plain" and ctype.arrow == pa.float32():
+        return pa.float64()
+    if wire == "cast":
+        return pa.int64()
+    if wire in ("base64", "decimal", "zoned") or (wire == "json" and ctype.arrow == pa.string()):
+        # "json" columns here are established string columns of schemaless tables: strings pass through.
+        return pa.string()
+    if wire == "vsdecimal":
+        return pa.struct([pa.field("scale", pa.int64()), pa.field("value", pa.string())])
+    _leave(f"column {name!r} ({wire} {ctype.arrow}) needs the row path")
+
+
+def _converted(raw: pa.Array | None, ctype: ColumnType, size: int) -> pa.Array:
+    """``to_arrow`` of the column's wire values, vectorised where Arrow converts exactly the same way."""
+    if raw is None:
+        return to_arrow([None] * size, ctype)
+    wire = ctype.wire
+    if wire == "plain" and ctype.arrow in _CASTS_EXACTLY:
+        return raw.cast(ctype.arrow)
+    if wire == "cast":
+        storage = pa.int32() if ctype.arrow in (pa.date32(), pa.time32("ms")) else pa.int64()
+        return raw.cast(storage).cast(ctype.arrow)
+    if wire == "json" and raw.type == pa.string():
+        return raw
+    return to_arrow(raw.to_pylist(), ctype)
+
+
+def _data_bytes(lines: pa.Array) -> bytes:
+    """The bytes of a binary array's values, end to end (its data buffer between its first and last offset)."""
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
+    start, end = offsets[lines.offset], offsets[lines.offset + len(lines)]
+    return lines.buffers()[2].to_pybytes()[start:end] if len(lines) else b""
+
+
+def _ordered(partitions: np.ndarray, offsets: np.ndarray) -> bool:
+    """Whether every partition's offsets increase in input order."""
+    order = np.argsort(partitions, kind="stable")
+    by_partition, by_offset = partitions[order], offsets[order]
+    same = by_partition[1:] == by_partition[:-1]
+    return bool(np.all(by_offset[1:][same] > by_offset[:-1][same]))
+
+
+def _first_connector(source: pa.ChunkedArray) -> str | None:
+    """The first non-empty ``source.connector``, as the row path keeps it."""
+    connectors = pc.struct_field(source.combine_chunks(), "connector")
+    present = pc.drop_null(connectors)
+    present = present.filter(pc.not_equal(present, ""))
+    return str(present[0].as_py()) if len(present) else None
+
+
+def _parses_to_key_schema(schema_bytes: bytes, key: bytes) -> bool:
+    """Whether the bytes before ``,"payload":`` are the key's whole top-level schema."""
+    try:
+        parsed = orjson.loads(key)
+        return isinstance(parsed, dict) and len(parsed) == 2 and orjson.loads(schema_bytes) == parsed.get("schema")
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _base64_prefix(data: bytes) -> bytes:
+    import base64
+
+    return base64.b64encode(data).rstrip(b"=")
