@@ -1,0 +1,356 @@
+"""The columnar lane gives exactly what the record-by-record path gives, and leaves it what it cannot take.
+
+Every test collects the same records twice: once through ``SliceCollector`` alone (the reference), once
+through ``ColumnarLane`` with the records it leaves going through ``SliceCollector``. The outcomes must be
+equal: the same Arrow table per table (schema, nullability, values, marker order), the same events,
+positions, skip counts, stopped tables and dead letters. Each test also says which topics the lane must
+have taken, so a lane that silently took nothing would fail.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from connector.config import MirrorSettings
+from connector.events import KafkaRecord
+from connector.kcat import record_from_kcat
+from connector.landing.collect import CollectContext, Collected, SliceCollector
+from connector.landing.columnar import ColumnarLane, LaneResult, merge_lane
+from connector.stream.source import records_from_arrow
+from connector.tools.bench import generated_events
+from tests.support.debezium import Topic, decimal_field, encode_decimal, field
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+PLACEHOLDER = "__debezium_unavailable_value"
+
+
+def as_arrow(records: list[KafkaRecord]) -> pa.Table:
+    """Records as Spark's Kafka source hands them to ``foreachBatch``."""
+    return pa.table(
+        {
+            "topic": pa.array([r.topic for r in records], pa.string()),
+            "partition": pa.array([r.partition for r in records], pa.int32()),
+            "offset": pa.array([r.offset for r in records], pa.int64()),
+            "key": pa.array([r.key for r in records], pa.binary()),
+            "value": pa.array([r.value for r in records], pa.binary()),
+            "headers": pa.array([list(r.headers) for r in records], HEADERS),
+        }
+    )
+
+
+def through_lane(context: CollectContext, records: list[KafkaRecord]) -> tuple[LaneResult, Collected]:
+    lane = ColumnarLane(context).collect(as_arrow(records))
+    assert lane.rest is not None
+    rest, problems = records_from_arrow(lane.rest)
+    assert not problems
+    return lane, merge_lane(lane.collected, SliceCollector(context).collect(rest))
+
+
+def assert_same(expected: Collected, actual: Collected) -> None:
+    assert actual.records == expected.records
+    assert actual.skipped.by_kind == expected.skipped.by_kind
+    assert actual.stopped == expected.stopped
+    assert [(p.table, p.topic, p.partition, p.offset, p.error) for p in actual.poison] == [
+        (p.table, p.topic, p.partition, p.offset, p.error) for p in expected.poison
+    ]
+    assert sorted(actual.pieces) == sorted(expected.pieces)
+    for tid, want in expected.pieces.items():
+        got = actual.pieces[tid]
+        if want.table is None or got.table is None:
+            assert got.table is want.table, tid
+        else:
+            assert got.table.schema == want.table.schema, tid
+            assert got.table.equals(want.table), (tid, got.table.to_pylist()[:5], want.table.to_pylist()[:5])
+        assert (got.key_columns, got.first, got.events, got.snapshot_only) == (
+            want.key_columns,
+            want.first,
+            want.events,
+            want.snapshot_only,
+        ), tid
+        assert (got.max_source_ts_ms, got.connector, got.recreate) == (
+            want.max_source_ts_ms,
+            want.connector,
+            want.recreate,
+        ), tid
+
+
+def check(context: CollectContext, records: list[KafkaRecord]) -> LaneResult:
+    """Collect both ways, assert the outcomes are equal, and return what the lane did."""
+    expected = SliceCollector(context).collect(records)
+    lane, actual = through_lane(context, records)
+    assert_same(expected, actual)
+    return lane
+
+
+def established(context: CollectContext, records: list[KafkaRecord]) -> CollectContext:
+    """The context after a first batch of ``records`` fixed each table's schema (as the ledger would)."""
+    collected = SliceCollector(context).collect(records)
+    schemas = {}
+    for tid, piece in collected.pieces.items():
+        assert piece.table is not None
+        schemas[tid] = piece.table.schema.remove(piece.table.schema.get_field_index("__rowMarker__"))
+    return CollectContext(
+        context.mirror, established=schemas, key_columns={t: p.key_columns for t, p in collected.pieces.items()}
+    )
+
+
+def orders(with_schema: bool = True, partition: int = 0) -> Topic:
+    return Topic(
+        "dbserver1.public.orders",
+        [
+            field("id", "int64", optional=False),
+            field("code", "string", optional=False),
+            field("note", "string"),
+            field("qty", "int16"),
+            field("ratio", "float"),
+            field("price", "double"),
+            field("paid", "boolean"),
+            decimal_field("amount", 12, 2),
+            field("blob", "bytes"),
+            field("created", "int64", "io.debezium.time.MicroTimestamp"),
+            field("day", "int32", "io.debezium.time.Date"),
+            field("at", "string", "io.debezium.time.ZonedTimestamp"),
+            field("uid", "string", "io.debezium.data.Uuid"),
+        ],
+        ["id", "code"],
+        with_schema=with_schema,
+        partition=partition,
+    )
+
+
+def order_row(i: int, **changes: Any) -> dict[str, Any]:
+    row = {
+        "id": i,
+        "code": f"c-{i % 3}",
+        "note": None if i % 4 == 0 else f'note \u00e9 {i} "quoted" \\ back',
+        "qty": i % 300,
+        "ratio": i / 8,
+        "price": i * 1.25,
+        "paid": i % 2 == 0,
+        "amount": encode_decimal(f"{i * 7}.{i % 100:02d}", 2),
+        "blob": "AAEC" if i % 5 else None,
+        "created": 1_700_000_000_000_000 + i,
+        "day": 19_000 + i,
+        "at": f"2024-05-01T08:30:00.{i:06d}Z",
+        "uid": f"00000000-0000-0000-0000-{i:012d}",
+    }
+    row.update(changes)
+    return row
+
+
+def mixed_workload(topic: Topic, start: int = 0) -> list[KafkaRecord]:
+    """Snapshot reads, creates, updates (with and without ``before``), key changes, deletes, tombstones."""
+    out = [topic.record("r", None, order_row(i)) for i in range(start, start + 5)]
+    out += [topic.record("c", None, order_row(i), ts_ms=1_700_000_000_000 + i) for i in range(start + 5, start + 12)]
+    out.append(topic.record("u", None, order_row(start + 1, note="updated")))
+    # REPLICA IDENTITY FULL: an update with before; one that keeps the key, one that changes it.
+    out.append(topic.record("u", order_row(start + 2), order_row(start + 2, qty=7)))
+    out.append(topic.record("u", order_row(start + 3), order_row(start + 300, note="moved")))
+    out.append(topic.record("d", {"id": start + 4, "code": f"c-{(start + 4) % 3}"}, None))
+    out.append(topic.tombstone({"id": start + 4, "code": f"c-{(start + 4) % 3}"}))
+    out.append(topic.record("d", order_row(start + 5), None))
+    out.append(topic.tombstone(order_row(start + 5)))
+    out.append(topic.record("c", None, order_row(start + 6, note=None, blob=None, amount=None)))
+    return out
+
+
+def test_the_benchmark_events_take_the_lane_with_and_without_schemas() -> None:
+    with_schema = sorted(generated_events(3_000, True, 4), key=lambda r: (r.partition, r.offset))
+    lane = check(CollectContext(MirrorSettings()), with_schema)
+    assert lane.topics == ["bench.public.orders"]
+    assert lane.rest is not None and lane.rest.num_rows == 0
+    schemaless = sorted(generated_events(3_000, False, 4), key=lambda r: (r.partition, r.offset))
+    first_batch = CollectContext(MirrorSettings())
+    # Schemaless JSON has no types until a first batch has established them: that one is the row path's.
+    assert check(first_batch, schemaless).topics == []
+    assert check(established(first_batch, schemaless), schemaless).topics == ["bench.public.orders"]
+
+
+@pytest.mark.parametrize("replay_safe_inserts", [False, True])
+def test_every_op_key_changes_and_tombstones_mark_alike(replay_safe_inserts: bool) -> None:
+    mirror = MirrorSettings(replay_safe_inserts=replay_safe_inserts)
+    records = mixed_workload(orders())
+    lane = check(CollectContext(mirror), records)
+    assert lane.topics == ["dbserver1.public.orders"]
+    piece = lane.collected.pieces["public.orders"]
+    assert piece.table is not None
+    # The key change became a delete of the old key, then an insert of the new one.
+    rows = piece.table.to_pylist()
+    moved = next(i for i, r in enumerate(rows) if r["id"] == 300)
+    assert rows[moved - 1]["id"] == 3 and rows[moved - 1]["__rowMarker__"] == 2
+    assert rows[moved]["__rowMarker__"] == (4 if replay_safe_inserts else 0)
+
+
+def test_schemaless_tables_with_an_established_schema_mark_alike() -> None:
+    topic = orders(with_schema=False)
+    first = mixed_workload(topic)
+    context = established(CollectContext(MirrorSettings()), first)
+    lane = check(context, mixed_workload(topic, start=20))
+    assert lane.topics == ["dbserver1.public.orders"]
+
+
+def test_interleaved_partitions_and_several_topics() -> None:
+    a0, a1 = orders(partition=0), orders(partition=1)
+    customers = Topic(
+        "dbserver1.public.customers", [field("id", "int32", optional=False), field("name", "string")], ["id"]
+    )
+    records: list[KafkaRecord] = []
+    for i in range(30):
+        records.append((a0 if i % 2 else a1).record("c", None, order_row(i)))
+        records.append(customers.record("c", None, {"id": i, "name": f"n{i}"}))
+    lane = check(CollectContext(MirrorSettings()), records)
+    assert sorted(lane.topics) == ["dbserver1.public.customers", "dbserver1.public.orders"]
+
+
+def test_an_established_column_the_schema_no_longer_has_stays_as_nulls() -> None:
+    topic = orders()
+    context = established(CollectContext(MirrorSettings()), mixed_workload(topic))
+    slim = Topic(
+        "dbserver1.public.orders",
+        [field("id", "int64", optional=False), field("code", "string", optional=False)],
+        ["id", "code"],
+    )
+    records = [slim.record("c", None, {"id": i, "code": "c-0"}) for i in range(5)]
+    lane = check(context, records)
+    assert lane.topics == ["dbserver1.public.orders"]
+    piece = lane.collected.pieces["public.orders"]
+    assert piece.table is not None and piece.table.column("note").null_count == 5
+
+
+def test_real_debezium_postgres_output_marks_alike() -> None:
+    taken: dict[str, list[str]] = {}
+    for path in sorted((DATA / "real_pg").glob("*.jsonl")):
+        records = [record_from_kcat(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+        for policy in ("stop", "dead-letter"):
+            mirror = MirrorSettings(truncate_policy="ignore", poison_policy=policy)
+            taken[path.stem] = check(CollectContext(mirror), records).topics
+    # Snapshot reads, creates, deletes with tombstones and the REPLICA IDENTITY FULL key changes are the lane's.
+    assert "dbserver1.public.full_identity" in taken["update_pk_change"]
+    assert "dbserver1.public.composite_key" in taken["update_pk_change"]
+    assert taken["delete_tombstone"] and taken["snapshot_read"] and taken["create"]
+    # A TOASTed placeholder is not.
+    assert "dbserver1.public.toasted" not in taken["update_toast_unchanged"]
+
+
+def leave(records: list[KafkaRecord], context: CollectContext | None = None) -> None:
+    """The lane must leave these records' topic to the row path, and the outcome stays the row path's."""
+    lane = check(context or CollectContext(MirrorSettings()), records)
+    assert lane.topics == []
+    assert lane.rest is not None and lane.rest.num_rows == len(records)
+
+
+def test_a_toasted_placeholder_leaves_the_topic_to_the_row_path() -> None:
+    topic = orders()
+    records = mixed_workload(topic)
+    records.append(topic.record("u", None, order_row(1, note=PLACEHOLDER)))
+    leave(records)
+    leave(records, CollectContext(MirrorSettings(poison_policy="dead-letter")))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "truncated",
+        "bit flip",
+        "garbage",
+        "NaN",
+        "nested key",
+        "no key",
+        "pretty printed",
+        "truncate op",
+        "another schema",
+    ],
+)
+def test_records_the_lane_cannot_vouch_for_leave_the_topic_to_the_row_path(damage: str) -> None:
+    topic = orders()
+    records = mixed_workload(topic)
+    victim = records[6]
+    value = victim.value or b""
+    if damage == "truncated":
+        records[6] = victim._replace(value=value[: len(value) // 2])
+    elif damage == "bit flip":
+        records[6] = victim._replace(value=value.replace(b'"op":"c"', b'"op":"x"'))
+    elif damage == "garbage":
+        records[6] = victim._replace(value=b"\x00\xffnot json")
+    elif damage == "NaN":
+        records[6] = victim._replace(value=value.replace(b'"price":7.5', b'"price":NaN'))
+        assert records[6].value != value
+    elif damage == "nested key":
+        records[6] = victim._replace(key=b'{"id":{"deep":1},"code":"c-0"}')
+    elif damage == "no key":
+        records[6] = victim._replace(key=None)
+    elif damage == "pretty printed":
+        records[6] = victim._replace(value=orjson.dumps(orjson.loads(value), option=orjson.OPT_INDENT_2))
+    elif damage == "truncate op":
+        records.insert(6, topic.truncate())
+    elif damage == "another schema":
+        other = Topic(
+            "dbserver1.public.orders", [field("id", "int64", optional=False), field("code", "string")], ["id", "code"]
+        )
+        records[6] = other.record("c", None, {"id": 6, "code": "c-0"})._replace(offset=victim.offset)
+    for policy in ("stop", "dead-letter"):
+        leave(records, CollectContext(MirrorSettings(poison_policy=policy, truncate_policy="ignore")))
+
+
+def test_tables_the_lane_never_takes() -> None:
+    records = mixed_workload(orders())
+    leave(records, CollectContext(MirrorSettings(toast_policy="keep-last")))
+    leave(records, CollectContext(MirrorSettings(decimal_columns={"public.orders.note": "10,2"})))
+    leave(records, CollectContext(MirrorSettings(), stopped=frozenset({"public.orders"})))
+    backwards = [records[1], records[0], *records[2:]]
+    leave(backwards)
+    heartbeat = Topic("__debezium-heartbeat.dbserver1", [field("id", "int32", optional=False)], ["id"])
+    leave([heartbeat.record("c", None, {"id": 1})])
+
+
+def test_a_value_that_does_not_convert_leaves_the_topic_to_the_row_path() -> None:
+    topic = orders()
+    records = mixed_workload(topic)
+    records.append(topic.record("c", None, order_row(50, qty=70_000)))  # int16 overflow
+    records.append(topic.record("c", None, order_row(51, amount="not base64!")))
+    for policy in ("stop", "dead-letter"):
+        leave(records, CollectContext(MirrorSettings(poison_policy=policy)))
+
+
+def test_randomly_damaged_batches_collect_alike() -> None:
+    """Seeded damage (truncation, bit flips, splices, garbage, keys): whatever happens, both ways agree."""
+    rng = random.Random(20261121)
+    topic = orders()
+    base = mixed_workload(topic) + mixed_workload(topic, start=40)
+    donors = [r.value or b"" for r in base]
+    taken = 0
+    for trial in range(150):
+        records = list(base)
+        for _ in range(rng.choice([0, 0, 1, 2])):
+            index = rng.randrange(len(records))
+            victim = records[index]
+            value = victim.value or b""
+            kind = rng.choice(["truncate", "flip", "splice", "garbage", "key"])
+            if kind == "truncate":
+                records[index] = victim._replace(value=value[: rng.randrange(len(value) + 1)])
+            elif kind == "flip" and value:
+                data = bytearray(value)
+                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+                records[index] = victim._replace(value=bytes(data))
+            elif kind == "splice":
+                donor = rng.choice(donors)
+                cut = rng.randrange(len(value) + 1)
+                records[index] = victim._replace(value=value[:cut] + donor[rng.randrange(len(donor) + 1) :])
+            elif kind == "garbage":
+                records[index] = victim._replace(value=rng.randbytes(rng.randrange(64)))
+            elif kind == "key" and victim.key:
+                key = bytearray(victim.key)
+                key[rng.randrange(len(key))] ^= 1 << rng.randrange(8)
+                records[index] = victim._replace(key=bytes(key))
+        policy = "dead-letter" if trial % 2 else "stop"
+        lane = check(CollectContext(MirrorSettings(poison_policy=policy)), records)
+        taken += len(lane.topics)
+    assert taken > 40  # the undamaged trials, at least, went through the lane
