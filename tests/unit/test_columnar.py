@@ -18,12 +18,12 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from connector.config import MirrorSettings
+from connector.config import MirrorSettings, TableSettings
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat
 from connector.landing.collect import CollectContext, Collected, SliceCollector
 from connector.landing.columnar import ColumnarLane, LaneResult, merge_lane
-from connector.stream.source import records_from_arrow
+from connector.stream.source import headers_needed, records_from_arrow
 from connector.tools.bench import generated_events
 from tests.support.debezium import Topic, decimal_field, encode_decimal, field
 
@@ -354,3 +354,15 @@ def test_randomly_damaged_batches_collect_alike() -> None:
         lane = check(CollectContext(MirrorSettings(poison_policy=policy)), records)
         taken += len(lane.topics)
     assert taken > 40  # the undamaged trials, at least, went through the lane
+
+
+def test_headers_are_read_only_when_a_table_can_use_them() -> None:
+    assert not headers_needed(MirrorSettings())
+    assert headers_needed(MirrorSettings(toast_policy="keep-last"))
+    assert headers_needed(MirrorSettings(tables={"dbserver1.public.t": TableSettings(toast_policy="keep-last")}))
+    assert headers_needed(MirrorSettings(poison_policy="dead-letter"))
+    records = mixed_workload(orders())
+    without = as_arrow(records).drop_columns(["headers"])
+    found, problems = records_from_arrow(without)
+    assert not problems
+    assert found == [r._replace(headers=()) for r in records]

@@ -112,10 +112,10 @@ def test_a_spark_partition_becomes_one_pickled_slice(tmp_path: Path) -> None:
         }
     )
     sink = sink_at(tmp_path)
-    (out,) = list(collect_partition(sink.collect_context(), iter([batch])))
+    (out,) = list(collect_partition(sink.collect_context(), True, iter([batch])))
     collected = pickle.loads(out.column(0)[0].as_py())
     assert collected.records == len(records)
     assert sum(p.rows for p in collected.pieces.values()) >= len([r for r in records if r.value])
     sink.process_collected(0, [collected])
     assert replayed_rows(replay_landing_zone(LocalStorage(tmp_path / "lz"))) == workload.expected()
-    assert list(collect_partition(sink.collect_context(), iter([]))) == []
+    assert list(collect_partition(sink.collect_context(), True, iter([]))) == []
