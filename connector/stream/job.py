@@ -1,9 +1,11 @@
 """``run``: the streaming service. Spark moves records; the core publishes them in ``foreachBatch``.
 
-Each micro-batch (bounded by ``maxOffsetsPerTrigger``) is decoded and marked on the executors, one slice
-per Kafka partition (``connector.stream.slices``); the driver joins the slices, numbers, encodes,
-publishes and commits. Spark's checkpoint lives in ``<checkpoint>/spark``, the connector's ledger in
-``<checkpoint>/ledger``.
+Each micro-batch (bounded by ``maxOffsetsPerTrigger``) is collected to the driver as Arrow
+(``spark.decode_on: driver``, the default) or collected in slices on the executors (``executors``,
+``connector.stream.slices``). Either way the columnar lane (``connector.landing.columnar``) takes the
+topics it can decode in bulk and the record-by-record path the rest; the driver joins the pieces,
+numbers, encodes, publishes and commits. Spark's checkpoint lives in ``<checkpoint>/spark``, the
+connector's ledger in ``<checkpoint>/ledger``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import pyarrow as pa
 
 from connector import metrics
 from connector.config import ConnectorSettings, load_settings, parse_precision_scale
@@ -76,6 +79,8 @@ class BatchWriter:
             metrics.PUBLISH_ERRORS.labels("").inc()
             self.health.set(False, f"batch {batch_id} failed")
             raise
+        # Arrow's allocator keeps freed pages for reuse; a batch's worth (hundreds of MB) goes back now.
+        pa.default_memory_pool().release_unused()
         metrics.record_batch(result, self.sink.stopped_tables)
         self.health.set(True, "running")
         for table, reason in result.stopped.items():
