@@ -57,6 +57,9 @@ _STRING_SEMANTICS = {
     "io.debezium.time.Interval",
 }
 
+# Kafka's JsonConverter (Jackson) writes non-finite floats as these strings; any other string is an error.
+_NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
 CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
@@ -173,6 +176,8 @@ def to_arrow(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
 def _convert(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
     wire = ctype.wire
     if wire == "plain":
+        if pa.types.is_floating(ctype.arrow) and any(isinstance(v, str) for v in values):
+            values = [_NON_FINITE.get(v, v) if isinstance(v, str) else v for v in values]
         return pa.array(values, type=ctype.arrow)
     if wire == "cast":
         storage = pa.int32() if ctype.arrow in (pa.date32(), pa.time32("ms")) else pa.int64()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 
 import pyarrow as pa
 import pytest
@@ -168,3 +169,15 @@ def test_schemaless_inference() -> None:
     assert column_type_from_value(1.5) == ColumnType(pa.float64(), "plain")
     assert column_type_from_value({"a": 1}) == ColumnType(pa.string(), "json")
     assert column_type_from_value(None) is None
+
+
+@pytest.mark.parametrize("ftype", ["double", "float"])
+def test_non_finite_floats_as_json_converter_writes_them(ftype: str) -> None:
+    """Postgres double NaN/Infinity arrive as the strings Jackson writes; other strings stay errors."""
+    ctype = column_type_from_schema({"field": "x", "type": ftype}, 38, 10)
+    values = to_arrow([1.5, "NaN", "Infinity", "-Infinity", None], ctype).to_pylist()
+    assert values[0] == 1.5 and math.isnan(values[1])
+    assert values[2:] == [math.inf, -math.inf, None]
+    with pytest.raises(ConversionError) as caught:
+        to_arrow([1.0, "nan"], ctype)
+    assert caught.value.row == 1
