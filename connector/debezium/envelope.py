@@ -236,6 +236,27 @@ def event_from_payload(
     )
 
 
+def wrapped_payload_start(document: bytes) -> int | None:
+    """Where the payload starts in a compact ``{"schema":S,"payload":P}`` document (a key or a value).
+
+    ``None`` unless the document is exactly that object and ``S`` ends at the first ``,"payload":``.
+    """
+    if not (document.startswith(_SCHEMA_PREFIX) and document.endswith(b"}")):
+        return None
+    split = document.find(_PAYLOAD_SEPARATOR)
+    if split <= 0:
+        return None
+    try:
+        parsed = orjson.loads(document)
+    except orjson.JSONDecodeError:
+        return None
+    if not (isinstance(parsed, dict) and len(parsed) == 2 and "payload" in parsed):
+        return None
+    if not _parses_to(document[len(_SCHEMA_PREFIX) : split], parsed.get("schema")):
+        return None
+    return split + len(_PAYLOAD_SEPARATOR)
+
+
 def _parses_to(raw: bytes, expected: Any) -> bool:
     try:
         return bool(orjson.loads(raw) == expected)

@@ -28,19 +28,19 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from connector.config import TableSettings, parse_precision_scale
-from connector.debezium.envelope import EnvelopeDecoder
+from connector.debezium.envelope import EnvelopeDecoder, wrapped_payload_start
 from connector.debezium.types import ColumnType, ConversionError, to_arrow
 from connector.errors import ConnectorError
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord, RowMarker
 from connector.landing.batching import MARKER_TYPE, established_type
 from connector.landing.collect import CollectContext, Collected, TablePiece
 from connector.landing.layout import TableRef, table_for_topic
+from connector.landing.rowmarker import placeholder_markers
 
 log = logging.getLogger(__name__)
 
 _CHANGE_OPS = ["c", "r", "u", "d"]
 _SCHEMA_PREFIX = b'{"schema":'
-_PAYLOAD_SEPARATOR = b',"payload":'
 # Tokens Arrow's JSON reader accepts but orjson (the row path) rejects: their records stay on the row path.
 _NON_JSON_TOKENS = (b"NaN", b"Infinity")
 
@@ -66,9 +66,14 @@ def _leave(reason: str) -> NoReturn:
 class LaneResult:
     """What the lane collected, and the records it left for the row path."""
 
+    rest: pa.Table
     collected: Collected = field(default_factory=Collected)
-    rest: pa.Table | None = None
     topics: list[str] = field(default_factory=list)  # the topics the lane took
+
+
+def collect_in_lane(context: CollectContext, table: pa.Table, *, enabled: bool = True) -> LaneResult:
+    """The lane's share of ``table``; with ``enabled`` false, everything is left to the row path."""
+    return ColumnarLane(context).collect(table) if enabled else LaneResult(rest=table)
 
 
 class ColumnarLane:
@@ -79,8 +84,7 @@ class ColumnarLane:
         self.mirror = context.mirror
         precision, scale = parse_precision_scale(self.mirror.variable_scale_decimal, "mirror.variable_scale_decimal")
         self._decoder = EnvelopeDecoder(precision, scale)
-        placeholder = self.mirror.unavailable_value_placeholder.encode()
-        self._placeholders = (placeholder, _base64_prefix(placeholder))
+        self._placeholders = placeholder_markers(self.mirror.unavailable_value_placeholder)
         self._insert = RowMarker.UPSERT if self.mirror.replay_safe_inserts else RowMarker.INSERT
 
     def collect(self, table: pa.Table) -> LaneResult:
@@ -190,11 +194,10 @@ class ColumnarLane:
             _leave("the key has no columns")
         try:
             if head.startswith(_SCHEMA_PREFIX):
-                split = head.find(_PAYLOAD_SEPARATOR)
-                if split < 0 or not _parses_to_key_schema(head[len(_SCHEMA_PREFIX) : split], head):
+                start = wrapped_payload_start(head)
+                if start is None:
                     _leave("the key's schema is not JsonConverter's compact layout")
-                prefix = re.escape(head[: split + len(_PAYLOAD_SEPARATOR)].decode())
-                pattern = "^" + prefix + _FLAT_OBJECT + r"\}$"
+                pattern = "^" + re.escape(head[:start].decode()) + _FLAT_OBJECT + r"\}$"
             else:
                 names = ",".join(re.escape(orjson.dumps(name).decode()) + ":" + _JSON_SCALAR for name in fields)
                 pattern = r"^\{" + names + r"\}$"
@@ -415,18 +418,3 @@ def _first_connector(source: pa.ChunkedArray) -> str | None:
     present = pc.drop_null(connectors)
     present = present.filter(pc.not_equal(present, ""))
     return str(present[0].as_py()) if len(present) else None
-
-
-def _parses_to_key_schema(schema_bytes: bytes, key: bytes) -> bool:
-    """Whether the bytes before ``,"payload":`` are the key's whole top-level schema."""
-    try:
-        parsed = orjson.loads(key)
-        return isinstance(parsed, dict) and len(parsed) == 2 and orjson.loads(schema_bytes) == parsed.get("schema")
-    except orjson.JSONDecodeError:
-        return False
-
-
-def _base64_prefix(data: bytes) -> bytes:
-    import base64
-
-    return base64.b64encode(data).rstrip(b"=")

@@ -86,6 +86,11 @@ class ToastStore:
         return cls({tuple(key): values for key, values in orjson.loads(data)})
 
 
+def placeholder_markers(placeholder: str) -> tuple[bytes, bytes]:
+    """Bytes that any record holding the placeholder contains: as text, and as base64 (``bytes`` columns)."""
+    return placeholder.encode(), base64.b64encode(placeholder.encode()).rstrip(b"=")
+
+
 class RowMarkerMapper:
     """Turns one table's change events into marked rows."""
 
@@ -109,7 +114,7 @@ class RowMarkerMapper:
             base64.b64encode(placeholder.encode()).decode(),
             [placeholder],
         )
-        self._raw_markers = (placeholder.encode(), base64.b64encode(placeholder.encode()).rstrip(b"="))
+        self._raw_markers = placeholder_markers(placeholder)
         self.toastable_columns = toastable_columns
         self.toast_store = toast_store
 

@@ -28,7 +28,7 @@ from connector import metrics
 from connector.config import ConnectorSettings, load_settings, parse_precision_scale
 from connector.debezium.decoder import open_decoder
 from connector.errors import ConfigError
-from connector.landing.columnar import ColumnarLane, LaneResult
+from connector.landing.columnar import collect_in_lane
 from connector.landing.deadletter import open_dead_letter_writer
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
@@ -68,10 +68,9 @@ class BatchWriter:
             else:
                 table = frame.toArrow()
                 collected = time.monotonic()
-                lane = LaneResult(rest=table)
-                if self.columnar:
-                    lane = ColumnarLane(self.sink.collect_context(defer_keep_last=False)).collect(table)
-                records, problems = records_from_arrow(lane.rest if lane.rest is not None else table)
+                context = self.sink.collect_context(defer_keep_last=False)
+                lane = collect_in_lane(context, table, enabled=self.columnar)
+                records, problems = records_from_arrow(lane.rest)
                 lane.collected.problems.extend(problems)
                 result = self.sink.process_collected(batch_id, [lane.collected], records)
         except Exception:

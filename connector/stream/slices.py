@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from connector.landing.collect import CollectContext, Collected, SliceCollector
-from connector.landing.columnar import ColumnarLane, LaneResult, merge_lane
+from connector.landing.columnar import collect_in_lane, merge_lane
 from connector.stream.source import records_from_arrow
 
 if TYPE_CHECKING:
@@ -43,11 +43,8 @@ def collect_partition(
     if not arrow_batches:
         return
     table = pa.Table.from_batches(arrow_batches)
-    lane = LaneResult(rest=table)
-    if columnar:
-        lane = ColumnarLane(context).collect(table)
-    rest = lane.rest if lane.rest is not None else table
-    records, problems = records_from_arrow(rest)
+    lane = collect_in_lane(context, table, enabled=columnar)
+    records, problems = records_from_arrow(lane.rest)
     collected = SliceCollector(context).collect(records) if records else Collected()
     collected.problems.extend(problems)
     collected = merge_lane(lane.collected, collected)

@@ -22,7 +22,7 @@ from connector.config import MirrorSettings, TableSettings
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat
 from connector.landing.collect import CollectContext, Collected, SliceCollector
-from connector.landing.columnar import ColumnarLane, LaneResult, merge_lane
+from connector.landing.columnar import LaneResult, collect_in_lane, merge_lane
 from connector.stream.source import headers_needed, records_from_arrow
 from connector.tools.bench import generated_events
 from tests.support.debezium import Topic, decimal_field, encode_decimal, field
@@ -47,8 +47,7 @@ def as_arrow(records: list[KafkaRecord]) -> pa.Table:
 
 
 def through_lane(context: CollectContext, records: list[KafkaRecord]) -> tuple[LaneResult, Collected]:
-    lane = ColumnarLane(context).collect(as_arrow(records))
-    assert lane.rest is not None
+    lane = collect_in_lane(context, as_arrow(records))
     rest, problems = records_from_arrow(lane.rest)
     assert not problems
     return lane, merge_lane(lane.collected, SliceCollector(context).collect(rest))
@@ -166,7 +165,7 @@ def test_the_benchmark_events_take_the_lane_with_and_without_schemas() -> None:
     with_schema = sorted(generated_events(3_000, True, 4), key=lambda r: (r.partition, r.offset))
     lane = check(CollectContext(MirrorSettings()), with_schema)
     assert lane.topics == ["bench.public.orders"]
-    assert lane.rest is not None and lane.rest.num_rows == 0
+    assert lane.rest.num_rows == 0
     schemaless = sorted(generated_events(3_000, False, 4), key=lambda r: (r.partition, r.offset))
     first_batch = CollectContext(MirrorSettings())
     # Schemaless JSON has no types until a first batch has established them: that one is the row path's.
@@ -244,7 +243,7 @@ def leave(records: list[KafkaRecord], context: CollectContext | None = None) -> 
     """The lane must leave these records' topic to the row path, and the outcome stays the row path's."""
     lane = check(context or CollectContext(MirrorSettings()), records)
     assert lane.topics == []
-    assert lane.rest is not None and lane.rest.num_rows == len(records)
+    assert lane.rest.num_rows == len(records)
 
 
 def test_a_toasted_placeholder_leaves_the_topic_to_the_row_path() -> None:
