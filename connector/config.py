@@ -58,6 +58,12 @@ class MirrorSettings(_Frozen):
     )
     truncate_policy: Literal["fail", "ignore", "recreate"] = "fail"
     toast_policy: Literal["fail", "keep-last"] = "fail"
+    keep_last_removed_keys: int = Field(
+        10_000,
+        ge=0,
+        description="keep-last tables also keep the last TOASTed values of this many deleted or moved keys, "
+        "so the events Debezium re-sends after a restart can still fill their placeholders.",
+    )
     poison_policy: Literal["stop", "dead-letter"] = Field(
         "stop",
         description="An undecodable record stops its table ('stop'), or goes to the dead_letter output "

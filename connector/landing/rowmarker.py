@@ -9,6 +9,7 @@ Unavailable (TOASTed) placeholders are filled here, so none can reach a file.
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -34,56 +35,97 @@ class ToastStore:
     """Last written value of each TOAST-able column per key, for the ``keep-last`` policy.
 
     Memory: one entry per live key of the table holding every string/binary column value written for it
-    (roughly the table's size in those columns). Only tables with ``keep-last`` keep one. Changes made
-    by a batch go to an overlay that the sink merges only when the batch commits, so a replayed batch
-    sees the same store as its first run.
+    (roughly the table's size in those columns), plus the values of up to ``removed_limit`` keys deleted
+    or moved away most recently. Only tables with ``keep-last`` keep one. Changes made by a batch go to an
+    overlay that the sink merges only when the batch commits, so a replayed batch sees the same store as
+    its first run.
+
+    Why removed keys are kept: after a restart Debezium re-sends the events that followed its last offset
+    flush. If those include a primary-key move K1→K2 whose K2 was later moved on or deleted, the re-sent
+    create of K2 carries its TOASTed columns as placeholders, and only K1's (or K2's) last values can fill
+    them.
     """
 
-    def __init__(self, entries: dict[KeyTuple, Row] | None = None) -> None:
+    def __init__(
+        self,
+        entries: dict[KeyTuple, Row] | None = None,
+        removed: dict[KeyTuple, Row] | None = None,
+        *,
+        removed_limit: int = 10_000,
+    ) -> None:
         self.entries: dict[KeyTuple, Row] = entries or {}
+        self.removed: dict[KeyTuple, Row] = removed or {}  # oldest first
+        self.removed_limit = removed_limit
         self._overlay: dict[KeyTuple, Row | None] = {}
+        self._removed_overlay: dict[KeyTuple, Row] = {}
 
     def get(self, key: KeyTuple) -> Row | None:
-        """The last values written for ``key`` (batch overlay first)."""
-        if key in self._overlay:
-            return self._overlay[key]
-        return self.entries.get(key)
+        """The last values written for ``key`` (batch overlay first; a removed key's last values last)."""
+        live = self._overlay[key] if key in self._overlay else self.entries.get(key)
+        if live is not None:
+            return live
+        return self._removed_overlay.get(key) or self.removed.get(key)
 
     def put(self, key: KeyTuple, values: Row) -> None:
         """Record values written in the current batch."""
         self._overlay[key] = values
 
     def remove(self, key: KeyTuple) -> None:
-        """Forget a deleted key (in the current batch)."""
+        """Forget a deleted key (in the current batch), keeping its last values among the removed."""
+        last = self._overlay[key] if key in self._overlay else self.entries.get(key)
+        if last is not None and self.removed_limit > 0:
+            self._removed_overlay.pop(key, None)
+            self._removed_overlay[key] = last
         self._overlay[key] = None
 
     def commit(self) -> None:
         """Make the current batch's changes permanent."""
-        for key, values in self._overlay.items():
-            if values is None:
-                self.entries.pop(key, None)
-            else:
-                self.entries[key] = values
+        self._apply(self.entries, self.removed)
         self._overlay.clear()
+        self._removed_overlay.clear()
 
     def rollback(self) -> None:
         """Drop the current batch's changes."""
         self._overlay.clear()
+        self._removed_overlay.clear()
+
+    def _apply(self, entries: dict[KeyTuple, Row], removed: dict[KeyTuple, Row]) -> None:
+        """The current batch's changes applied to ``entries`` and ``removed``, in place."""
+        for key, values in self._overlay.items():
+            if values is None:
+                entries.pop(key, None)
+            else:
+                entries[key] = values
+        for key, values in self._removed_overlay.items():
+            removed.pop(key, None)  # re-inserted so the newest removals are evicted last
+            removed[key] = values
+        excess = len(removed) - self.removed_limit
+        if excess > 0:
+            for key in list(itertools.islice(removed, excess)):
+                del removed[key]
 
     def snapshot(self) -> bytes:
         """JSON of the store with the current batch's changes applied (what a commit would keep)."""
-        merged = dict(self.entries)
-        for key, values in self._overlay.items():
-            if values is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = values
-        return orjson.dumps([[list(key), values] for key, values in merged.items()])
+        entries, removed = dict(self.entries), dict(self.removed)
+        self._apply(entries, removed)
+        return orjson.dumps(
+            {
+                "live": [[list(key), values] for key, values in entries.items()],
+                "removed": [[list(key), values] for key, values in removed.items()],
+            }
+        )
 
     @classmethod
-    def from_snapshot(cls, data: bytes) -> ToastStore:
-        """Load a store written by ``snapshot``."""
-        return cls({tuple(key): values for key, values in orjson.loads(data)})
+    def from_snapshot(cls, data: bytes, *, removed_limit: int = 10_000) -> ToastStore:
+        """Load a store written by ``snapshot`` (or by a version that kept live keys only, as a list)."""
+        loaded = orjson.loads(data)
+        if isinstance(loaded, list):
+            loaded = {"live": loaded, "removed": []}
+        return cls(
+            {tuple(key): values for key, values in loaded["live"]},
+            {tuple(key): values for key, values in loaded["removed"]},
+            removed_limit=removed_limit,
+        )
 
 
 def placeholder_markers(placeholder: str) -> tuple[bytes, bytes]:
@@ -196,7 +238,10 @@ class RowMarkerMapper:
                 if column in remembered:
                     filled[column] = remembered[column]
                     continue
-                reason = "no value was written for it since the connector's store began"
+                reason = (
+                    "no value was written for it since the connector's store began, nor among the last "
+                    "mirror.keep_last_removed_keys keys deleted or moved"
+                )
             else:
                 reason = "toast_policy is 'fail' (set it to 'keep-last', or use REPLICA IDENTITY FULL)"
             raise TableStopped(
@@ -218,8 +263,9 @@ class RowMarkerMapper:
 class ToastStores:
     """The sink's ``keep-last`` stores, one per table, loaded on first use and committed with the batch."""
 
-    def __init__(self, load: Callable[[str], ToastStore]) -> None:
+    def __init__(self, load: Callable[[str], ToastStore], *, removed_limit: int) -> None:
         self._load = load
+        self._removed_limit = removed_limit
         self.stores: dict[str, ToastStore] = {}
         self._replaced: dict[str, ToastStore | None] = {}
 
@@ -234,7 +280,7 @@ class ToastStores:
         """An empty store for a table whose folder is recreated (undone by ``rollback``)."""
         if table_id not in self._replaced:
             self._replaced[table_id] = self.stores.get(table_id)
-        store = self.stores[table_id] = ToastStore()
+        store = self.stores[table_id] = ToastStore(removed_limit=self._removed_limit)
         return store
 
     def commit(self) -> None:

@@ -108,7 +108,7 @@ class MirrorSink:
         self.ledger = BatchLedger(checkpoint)
         self._format = FileFormat(mirror.file_format, mirror.compression)
         self._scanned: set[str] = set()
-        self._toast = ToastStores(self._load_toast_store)
+        self._toast = ToastStores(self._load_toast_store, removed_limit=self.mirror.keep_last_removed_keys)
         self._recovered = False
         self._partner_events_written = False
         self._schemas: dict[str, pa.Schema] = {}
@@ -263,8 +263,10 @@ class MirrorSink:
     def _load_toast_store(self, tid: str) -> ToastStore:
         table = self.ledger.state.tables.get(tid)
         if table is None or table.toast_snapshot is None:
-            return ToastStore()
-        return ToastStore.from_snapshot(self.ledger.read_toast_snapshot(table.toast_snapshot))
+            return ToastStore(removed_limit=self.mirror.keep_last_removed_keys)
+        return ToastStore.from_snapshot(
+            self.ledger.read_toast_snapshot(table.toast_snapshot), removed_limit=self.mirror.keep_last_removed_keys
+        )
 
     # -- encode and stage ------------------------------------------------------------------------------
 

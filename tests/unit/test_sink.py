@@ -649,3 +649,50 @@ def test_keep_last_follows_a_primary_key_update(zone: Zone) -> None:
         (1, None, 2),
         (2, "kept", 0),
     ]
+
+
+def key_move(t: Topic, old: int, new: int) -> list[KafkaRecord]:
+    """Postgres's events for a primary-key update old→new of a row whose TOASTed ``name`` did not change."""
+    return [
+        t.record("d", {"id": old}, None, headers=(("__debezium.newkey", f'{{"id":{new}}}'.encode()),)),
+        t.tombstone({"id": old}),
+        t.record(
+            "c", None, {**row(new), "name": PLACEHOLDER}, headers=(("__debezium.oldkey", f'{{"id":{old}}}'.encode()),)
+        ),
+    ]
+
+
+def final_rows(rows: list[dict[str, Any]]) -> dict[int, str | None]:
+    """The mirror's state after applying marked rows in order (id → name)."""
+    state: dict[int, str | None] = {}
+    for r in rows:
+        if r["__rowMarker__"] == 2:
+            state.pop(r["id"], None)
+        else:
+            state[r["id"]] = r["name"]
+    return state
+
+
+def test_keep_last_fills_debezium_resends_of_chained_key_moves_after_a_restart(zone: Zone) -> None:
+    """1→2 then 2→3; Debezium restarts and re-sends both moves: the re-sent create of 2 still gets 'kept'."""
+    t = customers()
+    zone.sink(toast_policy="keep-last").process_batch(0, [t.record("c", None, row(1, "kept"))])
+    zone.sink(toast_policy="keep-last").process_batch(1, [*key_move(t, 1, 2), *key_move(t, 2, 3)])
+    resent = [*key_move(t, 1, 2), *key_move(t, 2, 3)]
+    result = zone.sink(toast_policy="keep-last").process_batch(2, resent)  # a restart, then the re-sends
+    assert result.stopped == {}
+    rows = zone.read_rows()
+    written = [(r["id"], r["name"]) for r in rows if r["__rowMarker__"] != 2]
+    assert written == [(1, "kept"), *[(2, "kept"), (3, "kept")] * 2]
+    assert final_rows(rows) == {3: "kept"}
+
+
+def test_keep_last_forgets_the_oldest_removed_keys_beyond_its_limit(zone: Zone) -> None:
+    """With room for one removed key, a re-sent move of an evicted key stops the table instead of guessing."""
+    t = customers()
+    sink = zone.sink(toast_policy="keep-last", keep_last_removed_keys=1)
+    sink.process_batch(0, [t.record("c", None, row(1, "kept")), t.record("c", None, row(5, "other"))])
+    sink.process_batch(1, [*key_move(t, 1, 2), t.record("d", {"id": 2}, None), t.record("d", {"id": 5}, None)])
+    result = zone.sink(toast_policy="keep-last", keep_last_removed_keys=1).process_batch(2, key_move(t, 1, 2))
+    assert "keep_last_removed_keys" in result.stopped["public.customers"]
+    assert final_rows(zone.read_rows()) == {}

@@ -1,0 +1,52 @@
+"""The keep-last store on its own: batch overlay, removed keys, snapshots."""
+
+from __future__ import annotations
+
+import orjson
+
+from connector.landing.rowmarker import ToastStore
+
+
+def test_removed_keys_stay_readable_until_evicted_oldest_first() -> None:
+    store = ToastStore({(1,): {"name": "a"}, (2,): {"name": "b"}, (3,): {"name": "c"}}, removed_limit=2)
+    for key in [(1,), (2,), (3,)]:
+        store.remove(key)
+    assert store.get((3,)) == {"name": "c"}  # still in the batch overlay
+    store.commit()
+    assert store.entries == {}
+    assert store.get((1,)) is None
+    assert [store.get((2,)), store.get((3,))] == [{"name": "b"}, {"name": "c"}]
+
+
+def test_a_live_key_wins_over_its_removed_values() -> None:
+    store = ToastStore({(1,): {"name": "old"}})
+    store.remove((1,))
+    store.put((1,), {"name": "new"})
+    assert store.get((1,)) == {"name": "new"}
+    store.commit()
+    assert store.get((1,)) == {"name": "new"}
+    assert store.removed == {(1,): {"name": "old"}}
+
+
+def test_rollback_forgets_the_batch_removals() -> None:
+    store = ToastStore({(1,): {"name": "a"}})
+    store.remove((1,))
+    store.rollback()
+    assert store.get((1,)) == {"name": "a"}
+    assert store.removed == {}
+
+
+def test_snapshot_round_trips_live_and_removed_keys_with_the_batch_applied() -> None:
+    store = ToastStore({(1, "x"): {"name": "a"}, (2, "y"): {"name": "b"}})
+    store.remove((1, "x"))
+    loaded = ToastStore.from_snapshot(store.snapshot())
+    assert loaded.entries == {(2, "y"): {"name": "b"}}
+    assert loaded.removed == {(1, "x"): {"name": "a"}}
+    assert store.entries == {(1, "x"): {"name": "a"}, (2, "y"): {"name": "b"}}  # snapshot does not commit
+
+
+def test_snapshots_of_earlier_versions_load_as_live_keys() -> None:
+    """Checkpoints written before removed keys were kept hold a plain list of [key, values]."""
+    loaded = ToastStore.from_snapshot(orjson.dumps([[[7], {"name": "a"}]]))
+    assert loaded.entries == {(7,): {"name": "a"}}
+    assert loaded.removed == {}
