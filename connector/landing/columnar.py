@@ -35,14 +35,12 @@ from connector.events import ROW_MARKER_COLUMN, KafkaRecord, RowMarker
 from connector.landing.batching import MARKER_TYPE, established_type
 from connector.landing.collect import CollectContext, Collected, TablePiece
 from connector.landing.layout import TableRef, table_for_topic
-from connector.landing.rowmarker import placeholder_markers
+from connector.landing.rowmarker import placeholder_values
 
 log = logging.getLogger(__name__)
 
 _CHANGE_OPS = ["c", "r", "u", "d"]
 _SCHEMA_PREFIX = b'{"schema":'
-# Tokens Arrow's JSON reader accepts but orjson (the row path) rejects: their records stay on the row path.
-_NON_JSON_TOKENS = (b"NaN", b"Infinity")
 
 # A JSON scalar as a key holds it: the row path parses such keys with orjson, so the pattern only admits
 # what orjson admits (no control characters, no surrogate escapes, no leading zeros, no whitespace).
@@ -84,7 +82,7 @@ class ColumnarLane:
         self.mirror = context.mirror
         precision, scale = parse_precision_scale(self.mirror.variable_scale_decimal, "mirror.variable_scale_decimal")
         self._decoder = EnvelopeDecoder(precision, scale)
-        self._placeholders = placeholder_markers(self.mirror.unavailable_value_placeholder)
+        self._placeholders = pa.array(placeholder_values(self.mirror.unavailable_value_placeholder), pa.string())
         self._insert = RowMarker.UPSERT if self.mirror.replay_safe_inserts else RowMarker.INSERT
 
     def collect(self, table: pa.Table) -> LaneResult:
@@ -229,18 +227,17 @@ class ColumnarLane:
         if not pc.all(pc.and_(starts, ends)).as_py():
             _leave("a payload is not one JSON object")
         try:
-            lines = pc.binary_join_element_wise(payloads, pa.scalar(b""), pa.scalar(b"\n"))
-        except pa.ArrowException as exc:  # e.g. more than 2 GiB of payloads in one slice
+            # large_binary: a slice of more than 2 GiB of payloads still joins into one buffer.
+            lines = pc.binary_join_element_wise(
+                payloads.cast(pa.large_binary()), pa.scalar(b"", pa.large_binary()), pa.scalar(b"\n", pa.large_binary())
+            ).combine_chunks()
+        except pa.ArrowException as exc:
             _leave(f"payloads do not join: {exc}")
-        data = b"".join(_data_bytes(chunk) for chunk in lines.chunks)
+        data = _data_buffer(lines)
         # One line per payload, each starting '{' and ending '}': a line yields at least one row, so as
         # many rows as lines means exactly one row per line, in order.
-        if data.count(b"\n") != count:
+        if np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) != count:
             _leave("a payload spans lines")
-        if any(marker in data for marker in self._placeholders):
-            _leave("a value may hold an unavailable (TOASTed) placeholder")
-        if any(token in data for token in _NON_JSON_TOKENS):
-            _leave("a value may hold NaN or Infinity")
         row_type = pa.struct([pa.field(name, _parse_type(name, ctype)) for name, ctype in row_columns.items()])
         schema = pa.schema(
             [
@@ -262,13 +259,27 @@ class ColumnarLane:
             _leave(f"payloads do not parse with the schema's types: {exc}")
         if parsed.num_rows != count:
             _leave("payload rows do not match records")
+        parsed = parsed.combine_chunks()
         for side in ("before", "after"):
             if parsed.schema.field(side).type != row_type:
                 _leave(f"a {side} row has a column its schema does not declare")
+        if any(_non_finite(column) for column in parsed.columns):
+            # Arrow reads bare NaN/Infinity tokens (only ever into doubles); orjson, the row path, rejects them.
+            _leave("a value holds NaN or Infinity")
+        if self._holds_placeholder(parsed):
+            _leave("a value is an unavailable (TOASTed) placeholder")
         ops = parsed.column("op")
         if ops.null_count or not pc.all(pc.is_in(ops, pa.array(_CHANGE_OPS))).as_py():
             _leave("a record is not a c/r/u/d change event")
-        return parsed.combine_chunks()
+        return parsed
+
+    def _holds_placeholder(self, parsed: pa.Table) -> bool:
+        """Whether a row value equals the placeholder (text or base64), the row path's own test."""
+        for side in ("before", "after"):
+            for column in parsed.column(side).chunk(0).flatten():
+                if column.type == pa.string() and pc.any(pc.is_in(column, value_set=self._placeholders)).as_py():
+                    return True
+        return False
 
     def _mark(
         self, parsed: pa.Table, row_columns: Mapping[str, ColumnType], key_columns: tuple[str, ...]
@@ -397,11 +408,28 @@ def _converted(raw: pa.Array | None, ctype: ColumnType, size: int) -> pa.Array:
     return to_arrow(raw.to_pylist(), ctype)
 
 
-def _data_bytes(lines: pa.Array) -> bytes:
-    """The bytes of a binary array's values, end to end (its data buffer between its first and last offset)."""
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)
-    start, end = offsets[lines.offset], offsets[lines.offset + len(lines)]
-    return lines.buffers()[2].to_pybytes()[start:end] if len(lines) else b""
+def _data_buffer(lines: pa.Array) -> pa.Buffer:
+    """The bytes of a large_binary array's values, end to end, without copying them."""
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)
+    start, end = int(offsets[lines.offset]), int(offsets[lines.offset + len(lines)])
+    return lines.buffers()[2].slice(start, end - start)
+
+
+def _non_finite(column: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether any floating-point leaf of ``column`` (structs and lists included) holds NaN or ±infinity."""
+    arrays = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    for array in arrays:
+        kind = array.type
+        if pa.types.is_floating(kind):
+            if pc.any(pc.invert(pc.is_finite(array))).as_py():
+                return True
+        elif pa.types.is_struct(kind):
+            if any(_non_finite(array.field(i)) for i in range(kind.num_fields)):
+                return True
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            if _non_finite(array.values):
+                return True
+    return False
 
 
 def _ordered(partitions: np.ndarray, offsets: np.ndarray) -> bool:

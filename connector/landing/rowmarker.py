@@ -128,6 +128,11 @@ class ToastStore:
         )
 
 
+def placeholder_values(placeholder: str) -> tuple[str, str]:
+    """The values a column holding the placeholder has: as text, and as base64 text (``bytes`` columns)."""
+    return placeholder, base64.b64encode(placeholder.encode()).decode()
+
+
 def placeholder_markers(placeholder: str) -> tuple[bytes, bytes]:
     """Bytes that any record holding the placeholder contains: as text, and as base64 (``bytes`` columns)."""
     return placeholder.encode(), base64.b64encode(placeholder.encode()).rstrip(b"=")
@@ -151,11 +156,7 @@ class RowMarkerMapper:
         self.key_columns = key_columns
         self._insert = RowMarker.UPSERT if replay_safe_inserts else RowMarker.INSERT
         self._toast_policy = toast_policy
-        self._placeholders: tuple[Any, ...] = (
-            placeholder,
-            base64.b64encode(placeholder.encode()).decode(),
-            [placeholder],
-        )
+        self._placeholders: tuple[Any, ...] = (*placeholder_values(placeholder), [placeholder])
         self._raw_markers = placeholder_markers(placeholder)
         self.toastable_columns = toastable_columns
         self.toast_store = toast_store

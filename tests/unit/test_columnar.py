@@ -9,6 +9,7 @@ have taken, so a lane that silently took nothing would fail.
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from pathlib import Path
@@ -246,12 +247,28 @@ def leave(records: list[KafkaRecord], context: CollectContext | None = None) -> 
     assert lane.rest.num_rows == len(records)
 
 
-def test_a_toasted_placeholder_leaves_the_topic_to_the_row_path() -> None:
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"note": PLACEHOLDER},
+        {"blob": base64.b64encode(PLACEHOLDER.encode()).decode()},
+    ],
+)
+def test_a_toasted_placeholder_leaves_the_topic_to_the_row_path(changes: dict[str, Any]) -> None:
     topic = orders()
     records = mixed_workload(topic)
-    records.append(topic.record("u", None, order_row(1, note=PLACEHOLDER)))
+    records.append(topic.record("u", None, order_row(1, **changes)))
     leave(records)
     leave(records, CollectContext(MirrorSettings(poison_policy="dead-letter")))
+    deleted = [*mixed_workload(topic), topic.record("d", order_row(2, **changes), None)]
+    leave(deleted)
+
+
+def test_a_value_merely_containing_the_placeholder_text_takes_the_lane() -> None:
+    """The row path fills only values equal to the placeholder; one that contains it is ordinary text."""
+    topic = orders()
+    records = [*mixed_workload(topic), topic.record("u", None, order_row(1, note=f"see {PLACEHOLDER}"))]
+    assert check(CollectContext(MirrorSettings()), records).topics == [topic.name]
 
 
 @pytest.mark.parametrize(
@@ -261,6 +278,9 @@ def test_a_toasted_placeholder_leaves_the_topic_to_the_row_path() -> None:
         "bit flip",
         "garbage",
         "NaN",
+        "-Infinity",
+        "NaN outside the rows",
+        "Infinity in a list",
         "nested key",
         "no key",
         "pretty printed",
@@ -281,7 +301,12 @@ def test_records_the_lane_cannot_vouch_for_leave_the_topic_to_the_row_path(damag
         records[6] = victim._replace(value=b"\x00\xffnot json")
     elif damage == "NaN":
         records[6] = victim._replace(value=value.replace(b'"price":7.5', b'"price":NaN'))
-        assert records[6].value != value
+    elif damage == "-Infinity":
+        records[6] = victim._replace(value=value.replace(b'"ratio":0.75', b'"ratio":-Infinity'))
+    elif damage == "NaN outside the rows":
+        records[6] = victim._replace(value=value.replace(b'"op":"c"', b'"op":"c","transaction":{"lag":NaN}'))
+    elif damage == "Infinity in a list":
+        records[6] = victim._replace(value=value.replace(b'"op":"c"', b'"op":"c","extra":[1.5,Infinity]'))
     elif damage == "nested key":
         records[6] = victim._replace(key=b'{"id":{"deep":1},"code":"c-0"}')
     elif damage == "no key":
@@ -295,6 +320,8 @@ def test_records_the_lane_cannot_vouch_for_leave_the_topic_to_the_row_path(damag
             "dbserver1.public.orders", [field("id", "int64", optional=False), field("code", "string")], ["id", "code"]
         )
         records[6] = other.record("c", None, {"id": 6, "code": "c-0"})._replace(offset=victim.offset)
+    if damage in ("NaN", "-Infinity", "NaN outside the rows", "Infinity in a list"):
+        assert records[6].value != value
     for policy in ("stop", "dead-letter"):
         leave(records, CollectContext(MirrorSettings(poison_policy=policy, truncate_policy="ignore")))
 
