@@ -173,11 +173,28 @@ def to_arrow(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
         raise ConversionError(0, f"column does not convert to {ctype.arrow}: {exc}") from exc
 
 
+def _as_float(value: Any) -> Any:
+    """A float column's wire value ready for pyarrow: non-finite strings and ints as floats."""
+    if isinstance(value, str):
+        return _NON_FINITE.get(value, value)
+    return float(value) if type(value) is int else value
+
+
+def _check_whole(values: Sequence[Any]) -> None:
+    """A fraction in an integer column is an error (pyarrow alone would truncate 2.5 to 2)."""
+    for row, value in enumerate(values):
+        if isinstance(value, float) and not value.is_integer():
+            raise ConversionError(row, f"{value!r} is not a whole number, but the column holds integers")
+
+
 def _convert(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
     wire = ctype.wire
     if wire == "plain":
-        if pa.types.is_floating(ctype.arrow) and any(isinstance(v, str) for v in values):
-            values = [_NON_FINITE.get(v, v) if isinstance(v, str) else v for v in values]
+        if pa.types.is_floating(ctype.arrow) and any(type(v) in (str, int) for v in values):
+            # pyarrow reads Python ints into a double column through int64: beyond it, it would fail.
+            values = [_as_float(v) for v in values]
+        if pa.types.is_integer(ctype.arrow):
+            _check_whole(values)
         return pa.array(values, type=ctype.arrow)
     if wire == "cast":
         storage = pa.int32() if ctype.arrow in (pa.date32(), pa.time32("ms")) else pa.int64()

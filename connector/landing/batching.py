@@ -126,7 +126,7 @@ def _infer(values: list[Any]) -> ColumnType | None:
     if not kinds:
         return None
     if kinds == {int, float}:
-        kinds = {float}
+        return ColumnType(pa.float64(), "plain")
     if len(kinds) == 1:
         return column_type_from_value(next(v for v in values if v is not None))
     return ColumnType(pa.string(), "json")

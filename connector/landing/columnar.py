@@ -52,6 +52,24 @@ _FLAT_OBJECT = rf"\{{(?:{_JSON_STRING}:{_JSON_SCALAR}(?:,{_JSON_STRING}:{_JSON_S
 _CASTS_EXACTLY = {pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float64(), pa.bool_(), pa.string()}
 
 
+# The envelope fields the lane reads; ``before`` and ``after`` go in between with the row type.
+_ENVELOPE = pa.schema(
+    [
+        pa.field("op", pa.string()),
+        pa.field("ts_ms", pa.int64()),
+        pa.field("source", pa.struct([pa.field("connector", pa.string())])),
+    ]
+)
+# What the row path infers from a schemaless column's values (``column_type_from_value``).
+_INFERRED_TYPES = {
+    "int": ColumnType(pa.int64(), "plain"),
+    "double": ColumnType(pa.float64(), "plain"),
+    "bool": ColumnType(pa.bool_(), "plain"),
+    "string": ColumnType(pa.string(), "plain"),
+}
+_EXACT_DOUBLE_INTS = 2**53
+
+
 class _NotForTheLane(Exception):
     """This topic's records go to the row path (not an error: the row path handles them)."""
 
@@ -144,9 +162,15 @@ class ColumnarLane:
         settings = self.mirror.table_settings(topic)
         key_fields = self._check_keys(changes.column("key"), first)
         key_columns = self._key_columns(ref, key_fields, settings)
+        data = _lines(payloads, count)
+        longest = pc.max(pc.binary_length(payloads)).as_py() or 0
         row_columns = self._row_columns(ref, columns)
-        parsed = self._parse(payloads, row_columns, count)
+        if row_columns is None:
+            row_columns = _inferred_columns(_read_json(data, longest, _ENVELOPE), payloads[0].as_py(), first)
+        parsed = self._parse(data, longest, row_columns, count)
         markers, rows = self._mark(parsed, row_columns, key_columns)
+        if columns is None and ref.id not in self.context.established:
+            row_columns = _used_columns(row_columns, rows)
         arrow = self._table(ref, rows, markers, row_columns, columns, key_columns)
         ops = parsed.column("op")
         events = {str(item["values"]): int(item["counts"]) for item in pc.value_counts(ops).to_pylist()}
@@ -184,6 +208,10 @@ class ColumnarLane:
         if keys.null_count:
             _leave("a record has no key")
         try:
+            keys.cast(pa.string())  # the pattern below would let invalid UTF-8 through; orjson does not
+        except pa.ArrowInvalid as exc:
+            _leave(f"a key is not valid UTF-8: {exc}")
+        try:
             _, fields = EnvelopeDecoder.parse_key(first)
         except ConnectorError as exc:
             _leave(str(exc))
@@ -211,52 +239,20 @@ class ColumnarLane:
             return tuple(settings.key_columns)
         return key_fields or self.context.key_columns.get(ref.id, ())
 
-    def _row_columns(self, ref: TableRef, columns: Mapping[str, ColumnType] | None) -> dict[str, ColumnType]:
-        """Each row column's type: the schema's, or for schemaless JSON the established one."""
+    def _row_columns(self, ref: TableRef, columns: Mapping[str, ColumnType] | None) -> dict[str, ColumnType] | None:
+        """Each row column's type: the schema's, for schemaless JSON the established one, else None (infer)."""
         if columns is not None:
             return dict(columns)
         established = self.context.established.get(ref.id)
         if established is None:
-            _leave("schemaless JSON of a table with no established schema yet")
+            return None
         return {name: established_type(established.field(name).type) for name in established.names}
 
-    def _parse(self, payloads: pa.ChunkedArray, row_columns: Mapping[str, ColumnType], count: int) -> pa.Table:
-        """Parse every payload in one call; the checks make row ``i`` the payload of record ``i``."""
-        starts = pc.starts_with(payloads, pattern=b"{")
-        ends = pc.ends_with(payloads, pattern=b"}")
-        if not pc.all(pc.and_(starts, ends)).as_py():
-            _leave("a payload is not one JSON object")
-        try:
-            # large_binary: a slice of more than 2 GiB of payloads still joins into one buffer.
-            lines = pc.binary_join_element_wise(
-                payloads.cast(pa.large_binary()), pa.scalar(b"", pa.large_binary()), pa.scalar(b"\n", pa.large_binary())
-            ).combine_chunks()
-        except pa.ArrowException as exc:
-            _leave(f"payloads do not join: {exc}")
-        data = _data_buffer(lines)
-        # One line per payload, each starting '{' and ending '}': a line yields at least one row, so as
-        # many rows as lines means exactly one row per line, in order.
-        if np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) != count:
-            _leave("a payload spans lines")
+    def _parse(self, data: pa.Buffer, longest: int, row_columns: Mapping[str, ColumnType], count: int) -> pa.Table:
+        """Parse every payload line in one call, with the row columns' types."""
         row_type = pa.struct([pa.field(name, _parse_type(name, ctype)) for name, ctype in row_columns.items()])
-        schema = pa.schema(
-            [
-                pa.field("op", pa.string()),
-                pa.field("before", row_type),
-                pa.field("after", row_type),
-                pa.field("ts_ms", pa.int64()),
-                pa.field("source", pa.struct([pa.field("connector", pa.string())])),
-            ]
-        )
-        longest = pc.max(pc.binary_length(payloads)).as_py() or 0
-        try:
-            parsed = pa_json.read_json(
-                pa.BufferReader(data),
-                read_options=pa_json.ReadOptions(use_threads=True, block_size=max(4 << 20, 2 * longest + 2)),
-                parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
-            )
-        except pa.ArrowInvalid as exc:
-            _leave(f"payloads do not parse with the schema's types: {exc}")
+        schema = _ENVELOPE.insert(1, pa.field("before", row_type)).insert(2, pa.field("after", row_type))
+        parsed = _read_json(data, longest, schema)
         if parsed.num_rows != count:
             _leave("payload rows do not match records")
         parsed = parsed.combine_chunks()
@@ -364,6 +360,128 @@ class ColumnarLane:
         arrays.append(pa.array(markers, type=MARKER_TYPE))
         fields.append(pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False))
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _lines(payloads: pa.ChunkedArray, count: int) -> pa.Buffer:
+    """The payloads as JSON lines in one buffer; the checks make line ``i`` the payload of record ``i``."""
+    starts = pc.starts_with(payloads, pattern=b"{")
+    ends = pc.ends_with(payloads, pattern=b"}")
+    if not pc.all(pc.and_(starts, ends)).as_py():
+        _leave("a payload is not one JSON object")
+    try:
+        # large_binary: a slice of more than 2 GiB of payloads still joins into one buffer.
+        lines = pc.binary_join_element_wise(
+            payloads.cast(pa.large_binary()), pa.scalar(b"", pa.large_binary()), pa.scalar(b"\n", pa.large_binary())
+        ).combine_chunks()
+    except pa.ArrowException as exc:
+        _leave(f"payloads do not join: {exc}")
+    try:
+        lines.cast(pa.large_string())  # Arrow's JSON reader takes invalid UTF-8 in strings; orjson does not
+    except pa.ArrowInvalid as exc:
+        _leave(f"a payload is not valid UTF-8: {exc}")
+    data = _data_buffer(lines)
+    # One line per payload, each starting '{' and ending '}': a line yields at least one row, so as
+    # many rows as lines means exactly one row per line, in order.
+    if np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) != count:
+        _leave("a payload spans lines")
+    return data
+
+
+def _read_json(data: pa.Buffer, longest: int, schema: pa.Schema) -> pa.Table:
+    """Arrow's JSON reader over the lines, ``schema``'s fields typed and any others inferred."""
+    try:
+        return pa_json.read_json(
+            pa.BufferReader(data),
+            read_options=pa_json.ReadOptions(use_threads=True, block_size=max(4 << 20, 2 * longest + 2)),
+            parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
+        )
+    except pa.ArrowInvalid as exc:
+        _leave(f"payloads do not parse with the schema's types: {exc}")
+
+
+def _inferred_columns(inferred: pa.Table, first_payload: bytes, first: KafkaRecord) -> dict[str, ColumnType]:
+    """A schemaless table's first batch: its row columns, typed as the row path's inference may type them.
+
+    ``inferred`` holds the payloads parsed with ``before`` and ``after`` inferred by Arrow. A column of
+    ints, of numbers, of booleans or of strings gets the type the row path gives such values (int64,
+    double, bool, string); nested values or mixed kinds go to the row path. Columns come in the order
+    of the first row, as the row path orders them, so every row must hold only the first row's columns.
+    ``_used_columns`` then checks the values the rows actually use.
+    """
+    kinds: dict[str, str | None] = {}
+    for side in ("before", "after"):
+        side_type = inferred.schema.field(side).type if side in inferred.column_names else pa.null()
+        if pa.types.is_null(side_type):
+            continue
+        if not pa.types.is_struct(side_type):
+            _leave(f"'{side}' is not a row")
+        for column in side_type:
+            kind = _value_kind(column.name, column.type)
+            known = kinds.get(column.name)
+            if known is None or kind is None or known == kind:
+                kinds[column.name] = known or kind
+            elif {known, kind} == {"int", "double"}:
+                kinds[column.name] = "double"
+            else:
+                _leave(f"column {column.name!r} holds {known} and {kind} values")
+    order = _first_row_columns(first_payload, first)
+    if not set(kinds) <= set(order):
+        _leave("a row has a column the first row does not have")
+    return {name: _INFERRED_TYPES[kinds.get(name) or "string"] for name in order}
+
+
+def _value_kind(name: str, arrow: pa.DataType) -> str | None:
+    """What Arrow inferred a schemaless column's values to be: int, double, bool, string, or None (nulls)."""
+    if pa.types.is_null(arrow):
+        return None
+    if arrow == pa.int64():
+        return "int"
+    if arrow == pa.float64():
+        return "double"
+    if arrow == pa.bool_():
+        return "bool"
+    if pa.types.is_string(arrow) or pa.types.is_timestamp(arrow):  # strings Arrow took for timestamps
+        return "string"
+    _leave(f"column {name!r} holds {arrow} values (nested or mixed): the row path writes them as JSON text")
+
+
+def _first_row_columns(payload: bytes, first: KafkaRecord) -> list[str]:
+    """The columns of the first row the row path makes, in order (it orders columns by first appearance)."""
+    try:
+        event = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        _leave(f"{first.position}: the first payload does not parse")
+    if not isinstance(event, dict):
+        _leave(f"{first.position}: the first payload is not an object")
+    before, after = event.get("before"), event.get("after")
+    row = before if event.get("op") == "d" else after
+    if event.get("op") == "u" and isinstance(before, dict) and isinstance(after, dict) and list(before) != list(after):
+        _leave(f"{first.position}: the first update's before and after order their columns differently")
+    if not isinstance(row, dict):
+        _leave(f"{first.position}: the first event has no row")
+    return list(row)
+
+
+def _used_columns(row_columns: Mapping[str, ColumnType], rows: Mapping[str, pa.Array]) -> dict[str, ColumnType]:
+    """Inferred columns as the row path keeps them: all-null ones dropped, doubles only where it says double.
+
+    The row path infers from the values its rows use: ints alone make int64, and a column with no value
+    is left out. A double column whose used values are all whole numbers could have been ints (``1``
+    and ``1.0`` parse alike), and ints beyond 2**53 do not convert exactly: those go to the row path.
+    """
+    kept: dict[str, ColumnType] = {}
+    for name, ctype in row_columns.items():
+        used = rows[name]
+        if used.null_count == len(used):
+            continue
+        if ctype.arrow == pa.float64():
+            present = pc.drop_null(used)
+            if not pc.any(pc.not_equal(pc.trunc(present), present)).as_py():
+                _leave(f"column {name!r} has only whole numbers: ints or doubles cannot be told apart")
+            if pc.max(pc.abs(present)).as_py() > _EXACT_DOUBLE_INTS:
+                _leave(f"column {name!r} has numbers beyond 2**53")
+        kept[name] = ctype
+    return kept
 
 
 def merge_lane(lane: Collected, rest: Collected) -> Collected:

@@ -169,9 +169,54 @@ def test_the_benchmark_events_take_the_lane_with_and_without_schemas() -> None:
     assert lane.rest.num_rows == 0
     schemaless = sorted(generated_events(3_000, False, 4), key=lambda r: (r.partition, r.offset))
     first_batch = CollectContext(MirrorSettings())
-    # Schemaless JSON has no types until a first batch has established them: that one is the row path's.
-    assert check(first_batch, schemaless).topics == []
+    assert check(first_batch, schemaless).topics == ["bench.public.orders"]
     assert check(established(first_batch, schemaless), schemaless).topics == ["bench.public.orders"]
+
+
+def schemaless_first_batch(change: str) -> list[KafkaRecord]:
+    """A schemaless table's first batch, with one kind of column the row path infers a type for."""
+    topic = orders(with_schema=False)
+    records = mixed_workload(topic)
+    if change == "nested value":
+        records.append(topic.record("c", None, order_row(40, note={"a": 1})))
+    elif change == "ints and strings":
+        records.append(topic.record("c", None, order_row(40, qty="many")))
+    elif change == "whole doubles":
+        records = [r._replace(value=(r.value or b"").replace(b'"price":', b'"price":2.0,"p":')) for r in records]
+    elif change == "ints and doubles":
+        records.append(topic.record("c", None, order_row(40, qty=2.5)))
+    elif change == "int beyond int64":
+        big = topic.record("c", None, order_row(40, qty=12345))
+        records.append(big._replace(value=(big.value or b"").replace(b'"qty":12345', b'"qty":18446744073709551616')))
+    elif change == "a column the first row lacks":
+        records.append(topic.record("c", None, {**order_row(40), "extra": 1}))
+    elif change == "a column of nulls":
+        records = [r._replace(value=(r.value or b"").replace(b'"note":', b'"empty":null,"note":')) for r in records]
+    elif change == "a delete first":
+        records.insert(0, topic.record("d", {"id": 99, "code": "c-0"}, None))
+    return records
+
+
+@pytest.mark.parametrize(
+    ("change", "lane_takes_it"),
+    [
+        ("none", True),
+        ("ints and doubles", True),
+        ("a column of nulls", True),
+        ("nested value", False),
+        ("ints and strings", False),
+        ("whole doubles", False),
+        ("int beyond int64", False),
+        ("a column the first row lacks", False),
+        ("a delete first", False),
+    ],
+)
+def test_a_schemaless_tables_first_batch_infers_types_as_the_row_path(change: str, lane_takes_it: bool) -> None:
+    """No schema and no established one: the lane infers column types and order exactly as the row path."""
+    records = schemaless_first_batch(change)
+    for policy in ("stop", "dead-letter"):
+        lane = check(CollectContext(MirrorSettings(poison_policy=policy)), records)
+        assert lane.topics == (["dbserver1.public.orders"] if lane_takes_it else [])
 
 
 @pytest.mark.parametrize("replay_safe_inserts", [False, True])
@@ -281,6 +326,8 @@ def test_a_value_merely_containing_the_placeholder_text_takes_the_lane() -> None
         "-Infinity",
         "NaN outside the rows",
         "Infinity in a list",
+        "invalid UTF-8",
+        "invalid UTF-8 key",
         "nested key",
         "no key",
         "pretty printed",
@@ -307,6 +354,11 @@ def test_records_the_lane_cannot_vouch_for_leave_the_topic_to_the_row_path(damag
         records[6] = victim._replace(value=value.replace(b'"op":"c"', b'"op":"c","transaction":{"lag":NaN}'))
     elif damage == "Infinity in a list":
         records[6] = victim._replace(value=value.replace(b'"op":"c"', b'"op":"c","extra":[1.5,Infinity]'))
+    elif damage == "invalid UTF-8":
+        records[6] = victim._replace(value=value.replace(b'"code":"c-0"', b'"code":"c-\xb1"'))
+    elif damage == "invalid UTF-8 key":
+        records[6] = victim._replace(key=(victim.key or b"").replace(b'"c-0"', b'"c-\xb1"'))
+        assert records[6].key != victim.key
     elif damage == "nested key":
         records[6] = victim._replace(key=b'{"id":{"deep":1},"code":"c-0"}')
     elif damage == "no key":
@@ -320,7 +372,7 @@ def test_records_the_lane_cannot_vouch_for_leave_the_topic_to_the_row_path(damag
             "dbserver1.public.orders", [field("id", "int64", optional=False), field("code", "string")], ["id", "code"]
         )
         records[6] = other.record("c", None, {"id": 6, "code": "c-0"})._replace(offset=victim.offset)
-    if damage in ("NaN", "-Infinity", "NaN outside the rows", "Infinity in a list"):
+    if damage in ("NaN", "-Infinity", "NaN outside the rows", "Infinity in a list", "invalid UTF-8"):
         assert records[6].value != value
     for policy in ("stop", "dead-letter"):
         leave(records, CollectContext(MirrorSettings(poison_policy=policy, truncate_policy="ignore")))
@@ -346,10 +398,31 @@ def test_a_value_that_does_not_convert_leaves_the_topic_to_the_row_path() -> Non
         leave(records, CollectContext(MirrorSettings(poison_policy=policy)))
 
 
-def test_randomly_damaged_batches_collect_alike() -> None:
-    """Seeded damage (truncation, bit flips, splices, garbage, keys): whatever happens, both ways agree."""
+RETYPED_VALUES: list[Any] = [2.5, 2.0, 2, -0.0, 10**19, 2**53 + 1.5, "x", "2024-05-01T08:30:00Z", True, None, {"a": 1}]
+
+
+def retyped(value: bytes, rng: random.Random) -> bytes:
+    """The value with one row column set to a value of another kind (what schemaless inference must follow)."""
+    try:
+        document = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return value
+    payload = document.get("payload", document) if isinstance(document, dict) else None
+    row = payload.get("after") or payload.get("before") if isinstance(payload, dict) else None
+    if not isinstance(row, dict) or not row:
+        return value
+    row[rng.choice(sorted(row))] = rng.choice(RETYPED_VALUES)
+    return orjson.dumps(document)
+
+
+@pytest.mark.parametrize("with_schema", [True, False])
+def test_randomly_damaged_batches_collect_alike(with_schema: bool) -> None:
+    """Seeded damage (truncation, bit flips, splices, garbage, keys, retyped values): both ways agree.
+
+    Without schemas (and no established one) this is the lane's type inference against the row path's.
+    """
     rng = random.Random(20261121)
-    topic = orders()
+    topic = orders(with_schema=with_schema)
     base = mixed_workload(topic) + mixed_workload(topic, start=40)
     donors = [r.value or b"" for r in base]
     taken = 0
@@ -359,7 +432,7 @@ def test_randomly_damaged_batches_collect_alike() -> None:
             index = rng.randrange(len(records))
             victim = records[index]
             value = victim.value or b""
-            kind = rng.choice(["truncate", "flip", "splice", "garbage", "key"])
+            kind = rng.choice(["truncate", "flip", "splice", "garbage", "key", "retype", "retype"])
             if kind == "truncate":
                 records[index] = victim._replace(value=value[: rng.randrange(len(value) + 1)])
             elif kind == "flip" and value:
@@ -372,6 +445,8 @@ def test_randomly_damaged_batches_collect_alike() -> None:
                 records[index] = victim._replace(value=value[:cut] + donor[rng.randrange(len(donor) + 1) :])
             elif kind == "garbage":
                 records[index] = victim._replace(value=rng.randbytes(rng.randrange(64)))
+            elif kind == "retype":
+                records[index] = victim._replace(value=retyped(value, rng))
             elif kind == "key" and victim.key:
                 key = bytearray(victim.key)
                 key[rng.randrange(len(key))] ^= 1 << rng.randrange(8)

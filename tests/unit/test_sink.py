@@ -439,6 +439,21 @@ def test_type_change_stops_that_table_with_column_and_types(zone: Zone) -> None:
     assert len(zone.table_files()) == 1
 
 
+def test_schemaless_ints_then_fractions_make_a_double_column_and_later_fractions_stop_an_int_one(
+    zone: Zone,
+) -> None:
+    t = customers(with_schema=False)
+    sink = zone.sink()
+    sink.process_batch(0, [t.record("c", None, {"id": 1, "price": 2}), t.record("c", None, {"id": 2, "price": 2.5})])
+    table = read_data_file(zone.storage, zone.table_files()[0])
+    assert table.schema.field("price").type == pa.float64()
+    assert table.column("price").to_pylist() == [2.0, 2.5]
+    # The id column is int64 from now on: a fraction there is not silently truncated.
+    result = sink.process_batch(1, [t.record("c", None, {"id": 3.5, "price": 1.5})])
+    assert "'id'" in result.stopped["public.customers"] and "3.5" in result.stopped["public.customers"]
+    assert len(zone.table_files()) == 1
+
+
 def test_declared_decimal_columns_without_schema(zone: Zone) -> None:
     t = customers(with_schema=False)
     sink = zone.sink(decimal_columns={"public.customers.price": "10,2"})

@@ -171,6 +171,21 @@ def test_schemaless_inference() -> None:
     assert column_type_from_value(None) is None
 
 
+def test_a_fraction_in_an_integer_column_is_an_error_not_truncated() -> None:
+    """pyarrow alone would write 2.5 into an int64 column as 2; whole floats stay exact and pass."""
+    column = ColumnType(pa.int64(), "plain")
+    assert to_arrow([1, 2.0, None], column).to_pylist() == [1, 2, None]
+    with pytest.raises(ConversionError) as caught:
+        to_arrow([1, 2.5], column)
+    assert caught.value.row == 1 and "2.5" in caught.value.reason
+
+
+def test_ints_beyond_int64_in_a_double_column_convert() -> None:
+    """JSON ints up to 2**64 parse as Python ints; pyarrow alone would refuse them for a double column."""
+    column = ColumnType(pa.float64(), "plain")
+    assert to_arrow([10**19, 1, 2.5, None], column).to_pylist() == [1e19, 1.0, 2.5, None]
+
+
 @pytest.mark.parametrize("ftype", ["double", "float"])
 def test_non_finite_floats_as_json_converter_writes_them(ftype: str) -> None:
     """Postgres double NaN/Infinity arrive as the strings Jackson writes; other strings stay errors."""
