@@ -14,7 +14,11 @@ row path whole, so decode errors, dead letters and stopped tables stay the row p
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
+import itertools
 import logging
+import os
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -52,14 +56,23 @@ _FLAT_OBJECT = rf"\{{(?:{_JSON_STRING}:{_JSON_SCALAR}(?:,{_JSON_STRING}:{_JSON_S
 _CASTS_EXACTLY = {pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float64(), pa.bool_(), pa.string()}
 
 
-# The envelope fields the lane reads; ``before`` and ``after`` go in between with the row type.
-_ENVELOPE = pa.schema(
-    [
-        pa.field("op", pa.string()),
-        pa.field("ts_ms", pa.int64()),
-        pa.field("source", pa.struct([pa.field("connector", pa.string())])),
-    ]
-)
+# Payload lines are parsed in chunks of about this size, in parallel (``_read_json``).
+_CHUNK_BYTES = 4 << 20
+
+
+def _envelope(row_type: pa.StructType) -> pa.Schema:
+    """The envelope fields the lane reads, with ``before`` and ``after`` of ``row_type``."""
+    return pa.schema(
+        [
+            pa.field("op", pa.string()),
+            pa.field("before", row_type),
+            pa.field("after", row_type),
+            pa.field("ts_ms", pa.int64()),
+            pa.field("source", pa.struct([pa.field("connector", pa.string())])),
+        ]
+    )
+
+
 # What the row path infers from a schemaless column's values (``column_type_from_value``).
 _INFERRED_TYPES = {
     "int": ColumnType(pa.int64(), "plain"),
@@ -162,12 +175,13 @@ class ColumnarLane:
         settings = self.mirror.table_settings(topic)
         key_fields = self._check_keys(changes.column("key"), first)
         key_columns = self._key_columns(ref, key_fields, settings)
-        data = _lines(payloads, count)
-        longest = pc.max(pc.binary_length(payloads)).as_py() or 0
+        lines = _lines(payloads, count)
         row_columns = self._row_columns(ref, columns)
         if row_columns is None:
-            row_columns = _inferred_columns(_read_json(data, longest, _ENVELOPE), payloads[0].as_py(), first)
-        parsed = self._parse(data, longest, row_columns, count)
+            # Rows declared as structs of no known column: Arrow infers their columns.
+            inferred = _read_json(lines, _envelope(pa.struct([])))
+            row_columns = _inferred_columns(inferred, payloads[0].as_py(), first)
+        parsed = self._parse(lines, row_columns)
         markers, rows = self._mark(parsed, row_columns, key_columns)
         if columns is None and ref.id not in self.context.established:
             row_columns = _used_columns(row_columns, rows)
@@ -183,7 +197,7 @@ class ColumnarLane:
             events=events,
             snapshot_only=set(events) == {"r"},
             max_source_ts_ms=max_ts if isinstance(max_ts, int) else None,
-            connector=_first_connector(parsed.column("source")),
+            connector=_first_connector(parsed.column("connector")),
         )
         return piece, tombstones
 
@@ -248,20 +262,24 @@ class ColumnarLane:
             return None
         return {name: established_type(established.field(name).type) for name in established.names}
 
-    def _parse(self, data: pa.Buffer, longest: int, row_columns: Mapping[str, ColumnType], count: int) -> pa.Table:
-        """Parse every payload line in one call, with the row columns' types."""
+    def _parse(self, lines: pa.Array, row_columns: Mapping[str, ColumnType]) -> pa.Table:
+        """Every payload line parsed with the row columns' types: op, before, after, ts_ms and connector."""
         row_type = pa.struct([pa.field(name, _parse_type(name, ctype)) for name, ctype in row_columns.items()])
-        schema = _ENVELOPE.insert(1, pa.field("before", row_type)).insert(2, pa.field("after", row_type))
-        parsed = _read_json(data, longest, schema)
-        if parsed.num_rows != count:
-            _leave("payload rows do not match records")
-        parsed = parsed.combine_chunks()
-        for side in ("before", "after"):
-            if parsed.schema.field(side).type != row_type:
-                _leave(f"a {side} row has a column its schema does not declare")
-        if any(_non_finite(column) for column in parsed.columns):
-            # Arrow reads bare NaN/Infinity tokens (only ever into doubles); orjson, the row path, rejects them.
-            _leave("a value holds NaN or Infinity")
+        tables = _read_json(lines, _envelope(row_type))
+        for table in tables:
+            for side in ("before", "after"):
+                if table.schema.field(side).type != row_type:
+                    _leave(f"a {side} row has a column its schema does not declare")
+        parsed = pa.Table.from_batches(
+            [
+                pa.RecordBatch.from_arrays(
+                    [*(table.column(name).combine_chunks() for name in ("op", "before", "after", "ts_ms"))]
+                    + [pc.struct_field(table.column("source").combine_chunks(), "connector")],
+                    names=["op", "before", "after", "ts_ms", "connector"],
+                )
+                for table in tables
+            ]
+        ).combine_chunks()
         if self._holds_placeholder(parsed):
             _leave("a value is an unavailable (TOASTed) placeholder")
         ops = parsed.column("op")
@@ -362,8 +380,8 @@ class ColumnarLane:
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _lines(payloads: pa.ChunkedArray, count: int) -> pa.Buffer:
-    """The payloads as JSON lines in one buffer; the checks make line ``i`` the payload of record ``i``."""
+def _lines(payloads: pa.ChunkedArray, count: int) -> pa.Array:
+    """The payloads as JSON lines, one large_binary array over one buffer; line ``i`` is record ``i``'s payload."""
     starts = pc.starts_with(payloads, pattern=b"{")
     ends = pc.ends_with(payloads, pattern=b"}")
     if not pc.all(pc.and_(starts, ends)).as_py():
@@ -379,43 +397,73 @@ def _lines(payloads: pa.ChunkedArray, count: int) -> pa.Buffer:
         lines.cast(pa.large_string())  # Arrow's JSON reader takes invalid UTF-8 in strings; orjson does not
     except pa.ArrowInvalid as exc:
         _leave(f"a payload is not valid UTF-8: {exc}")
-    data = _data_buffer(lines)
-    # One line per payload, each starting '{' and ending '}': a line yields at least one row, so as
-    # many rows as lines means exactly one row per line, in order.
-    if np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n")) != count:
+    # Each line starts '{' and ends '}', so it yields at least one row; a newline inside a payload would make
+    # more lines than records (and ``_read_json`` checks one row per line).
+    if np.count_nonzero(np.frombuffer(_line_bytes(lines, 0, len(lines)), dtype=np.uint8) == ord("\n")) != count:
         _leave("a payload spans lines")
-    return data
+    return lines
 
 
-def _read_json(data: pa.Buffer, longest: int, schema: pa.Schema) -> pa.Table:
-    """Arrow's JSON reader over the lines, ``schema``'s fields typed and any others inferred."""
-    try:
+def _line_bytes(lines: pa.Array, start: int, stop: int) -> pa.Buffer:
+    """The bytes of lines ``start`` to ``stop`` (exclusive) of a large_binary array, without copying them."""
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)
+    begin, end = int(offsets[lines.offset + start]), int(offsets[lines.offset + stop])
+    return lines.buffers()[2].slice(begin, end - begin)
+
+
+def _read_json(lines: pa.Array, schema: pa.Schema) -> list[pa.Table]:
+    """The lines parsed in chunks of whole lines (in parallel), ``schema``'s fields typed and others inferred.
+
+    Each chunk is one block of Arrow's JSON reader: across blocks the reader unifies the types it inferred
+    for a field, and pyarrow 21 crashes the process when a field holds a string in one block and an object
+    or array in another (and turns an object then a string into nulls). Within one block such a conflict
+    is a parse error. Fields Arrow reads but orjson (the row path) rejects (bare NaN/Infinity, only ever
+    read into doubles) are looked for here, in every field, before the chunks are cut down to what the lane
+    uses.
+    """
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
+    targets = offsets[0] + np.arange(1, (int(offsets[-1] - offsets[0]) // _CHUNK_BYTES) + 1) * _CHUNK_BYTES
+    bounds = np.unique(np.concatenate([[0], np.searchsorted(offsets, targets), [len(lines)]])).tolist()
+    chunks = list(itertools.pairwise(bounds))
+
+    def parse(chunk: tuple[int, int]) -> pa.Table:
+        data = _line_bytes(lines, *chunk)
         return pa_json.read_json(
             pa.BufferReader(data),
-            read_options=pa_json.ReadOptions(use_threads=True, block_size=max(4 << 20, 2 * longest + 2)),
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=data.size + 1),
             parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
         )
-    except pa.ArrowInvalid as exc:
+
+    try:
+        tables = list(_parse_pool().map(parse, chunks)) if len(chunks) > 1 else [parse(chunks[0])]
+    except pa.ArrowException as exc:
         _leave(f"payloads do not parse with the schema's types: {exc}")
+    for (start, stop), table in zip(chunks, tables, strict=True):
+        if table.num_rows != stop - start:
+            _leave("payload rows do not match records")
+        if any(_non_finite(column) for column in table.columns):
+            _leave("a value holds NaN or Infinity")
+    return tables
 
 
-def _inferred_columns(inferred: pa.Table, first_payload: bytes, first: KafkaRecord) -> dict[str, ColumnType]:
+@functools.cache
+def _parse_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """Threads for parsing chunks (Arrow's reader releases the GIL)."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="lane-json")
+
+
+def _inferred_columns(inferred: list[pa.Table], first_payload: bytes, first: KafkaRecord) -> dict[str, ColumnType]:
     """A schemaless table's first batch: its row columns, typed as the row path's inference may type them.
 
-    ``inferred`` holds the payloads parsed with ``before`` and ``after`` inferred by Arrow. A column of
+    ``inferred`` holds the payloads' chunks parsed with ``before`` and ``after`` inferred by Arrow. A column of
     ints, of numbers, of booleans or of strings gets the type the row path gives such values (int64,
     double, bool, string); nested values or mixed kinds go to the row path. Columns come in the order
     of the first row, as the row path orders them, so every row must hold only the first row's columns.
     ``_used_columns`` then checks the values the rows actually use.
     """
     kinds: dict[str, str | None] = {}
-    for side in ("before", "after"):
-        side_type = inferred.schema.field(side).type if side in inferred.column_names else pa.null()
-        if pa.types.is_null(side_type):
-            continue
-        if not pa.types.is_struct(side_type):
-            _leave(f"'{side}' is not a row")
-        for column in side_type:
+    for table, side in itertools.product(inferred, ("before", "after")):
+        for column in table.schema.field(side).type:
             kind = _value_kind(column.name, column.type)
             known = kinds.get(column.name)
             if known is None or kind is None or known == kind:
@@ -526,13 +574,6 @@ def _converted(raw: pa.Array | None, ctype: ColumnType, size: int) -> pa.Array:
     return to_arrow(raw.to_pylist(), ctype)
 
 
-def _data_buffer(lines: pa.Array) -> pa.Buffer:
-    """The bytes of a large_binary array's values, end to end, without copying them."""
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)
-    start, end = int(offsets[lines.offset]), int(offsets[lines.offset + len(lines)])
-    return lines.buffers()[2].slice(start, end - start)
-
-
 def _non_finite(column: pa.ChunkedArray | pa.Array) -> bool:
     """Whether any floating-point leaf of ``column`` (structs and lists included) holds NaN or ±infinity."""
     arrays = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
@@ -558,9 +599,8 @@ def _ordered(partitions: np.ndarray, offsets: np.ndarray) -> bool:
     return bool(np.all(by_offset[1:][same] > by_offset[:-1][same]))
 
 
-def _first_connector(source: pa.ChunkedArray) -> str | None:
+def _first_connector(connectors: pa.ChunkedArray) -> str | None:
     """The first non-empty ``source.connector``, as the row path keeps it."""
-    connectors = pc.struct_field(source.combine_chunks(), "connector")
     present = pc.drop_null(connectors)
     present = present.filter(pc.not_equal(present, ""))
     return str(present[0].as_py()) if len(present) else None

@@ -22,6 +22,7 @@ import pytest
 from connector.config import MirrorSettings, TableSettings
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat
+from connector.landing import columnar
 from connector.landing.collect import CollectContext, Collected, SliceCollector
 from connector.landing.columnar import LaneResult, collect_in_lane, merge_lane
 from connector.stream.source import headers_needed, records_from_arrow
@@ -211,8 +212,16 @@ def schemaless_first_batch(change: str) -> list[KafkaRecord]:
         ("a delete first", False),
     ],
 )
-def test_a_schemaless_tables_first_batch_infers_types_as_the_row_path(change: str, lane_takes_it: bool) -> None:
-    """No schema and no established one: the lane infers column types and order exactly as the row path."""
+@pytest.mark.parametrize("blocks", ["one block", "many blocks"])
+def test_a_schemaless_tables_first_batch_infers_types_as_the_row_path(
+    change: str, lane_takes_it: bool, blocks: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No schema and no established one: the lane infers column types and order exactly as the row path.
+
+    With many blocks Arrow infers each block apart and unifies them (a block of deletes has no 'after').
+    """
+    if blocks == "many blocks":
+        monkeypatch.setattr(columnar, "_CHUNK_BYTES", 1)  # a chunk, and so a block, per line
     records = schemaless_first_batch(change)
     for policy in ("stop", "dead-letter"):
         lane = check(CollectContext(MirrorSettings(poison_policy=policy)), records)
@@ -416,12 +425,30 @@ def retyped(value: bytes, rng: random.Random) -> bytes:
 
 
 @pytest.mark.parametrize("with_schema", [True, False])
-def test_randomly_damaged_batches_collect_alike(with_schema: bool) -> None:
+def test_a_field_outside_the_rows_changing_kind_between_chunks_is_parsed_safely(
+    with_schema: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Arrow's reader crashed the process on a string in one block and an object in the next: chunks stay apart."""
+    monkeypatch.setattr(columnar, "_CHUNK_BYTES", 300)
+    records = mixed_workload(orders(with_schema=with_schema))
+    half = len(records) // 2
+    extra = [b'"transaction":"t-1",', b'"transaction":{"id":"t-1","total_order":1},']
+    records = [
+        r._replace(value=(r.value or b"").replace(b'"op":', extra[i >= half] + b'"op":')) if r.value else r
+        for i, r in enumerate(records)
+    ]
+    assert check(CollectContext(MirrorSettings()), records).topics == ["dbserver1.public.orders"]
+
+
+@pytest.mark.parametrize("with_schema", [True, False])
+def test_randomly_damaged_batches_collect_alike(with_schema: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Seeded damage (truncation, bit flips, splices, garbage, keys, retyped values): both ways agree.
 
     Without schemas (and no established one) this is the lane's type inference against the row path's.
     """
     rng = random.Random(20261121)
+    if not with_schema:
+        monkeypatch.setattr(columnar, "_CHUNK_BYTES", 300)  # many chunks, each inferred apart
     topic = orders(with_schema=with_schema)
     base = mixed_workload(topic) + mixed_workload(topic, start=40)
     donors = [r.value or b"" for r in base]
