@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from connector.config import TableSettings, parse_precision_scale
+from connector.debezium.connect_decimal import decimals_from_base64
 from connector.debezium.envelope import EnvelopeDecoder, wrapped_payload_start
 from connector.debezium.types import ColumnType, ConversionError, to_arrow
 from connector.errors import ConnectorError
@@ -571,6 +572,10 @@ def _converted(raw: pa.Array | None, ctype: ColumnType, size: int) -> pa.Array:
         return raw.cast(storage).cast(ctype.arrow)
     if wire == "json" and raw.type == pa.string():
         return raw
+    if wire == "decimal":
+        bulk = decimals_from_base64(raw, ctype.arrow, ctype.scale)
+        if bulk is not None:
+            return bulk
     return to_arrow(raw.to_pylist(), ctype)
 
 
