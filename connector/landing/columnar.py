@@ -178,13 +178,14 @@ class ColumnarLane:
         key_columns = self._key_columns(ref, key_fields, settings)
         lines = _lines(payloads, count)
         row_columns = self._row_columns(ref, columns)
+        inferring = row_columns is None
         if row_columns is None:
             # Rows declared as structs of no known column: Arrow infers their columns.
             inferred = _read_json(lines, _envelope(pa.struct([])))
             row_columns = _inferred_columns(inferred, payloads[0].as_py(), first)
         parsed = self._parse(lines, row_columns)
         markers, rows = self._mark(parsed, row_columns, key_columns)
-        if columns is None and ref.id not in self.context.established:
+        if inferring:
             row_columns = _used_columns(row_columns, rows)
         arrow = self._table(ref, rows, markers, row_columns, columns, key_columns)
         ops = parsed.column("op")
@@ -400,15 +401,20 @@ def _lines(payloads: pa.ChunkedArray, count: int) -> pa.Array:
         _leave(f"a payload is not valid UTF-8: {exc}")
     # Each line starts '{' and ends '}', so it yields at least one row; a newline inside a payload would make
     # more lines than records (and ``_read_json`` checks one row per line).
-    if np.count_nonzero(np.frombuffer(_line_bytes(lines, 0, len(lines)), dtype=np.uint8) == ord("\n")) != count:
+    data = np.frombuffer(_line_bytes(lines, _line_offsets(lines), 0, len(lines)), dtype=np.uint8)
+    if np.count_nonzero(data == ord("\n")) != count:
         _leave("a payload spans lines")
     return lines
 
 
-def _line_bytes(lines: pa.Array, start: int, stop: int) -> pa.Buffer:
-    """The bytes of lines ``start`` to ``stop`` (exclusive) of a large_binary array, without copying them."""
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)
-    begin, end = int(offsets[lines.offset + start]), int(offsets[lines.offset + stop])
+def _line_offsets(lines: pa.Array) -> np.ndarray:
+    """Where each line of a large_binary array starts in its data buffer, and where the last one ends."""
+    return np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
+
+
+def _line_bytes(lines: pa.Array, offsets: np.ndarray, start: int, stop: int) -> pa.Buffer:
+    """The bytes of lines ``start`` to ``stop`` (exclusive), without copying them."""
+    begin, end = int(offsets[start]), int(offsets[stop])
     return lines.buffers()[2].slice(begin, end - begin)
 
 
@@ -422,13 +428,13 @@ def _read_json(lines: pa.Array, schema: pa.Schema) -> list[pa.Table]:
     read into doubles) are looked for here, in every field, before the chunks are cut down to what the lane
     uses.
     """
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
+    offsets = _line_offsets(lines)
     targets = offsets[0] + np.arange(1, (int(offsets[-1] - offsets[0]) // _CHUNK_BYTES) + 1) * _CHUNK_BYTES
     bounds = np.unique(np.concatenate([[0], np.searchsorted(offsets, targets), [len(lines)]])).tolist()
     chunks = list(itertools.pairwise(bounds))
 
     def parse(chunk: tuple[int, int]) -> pa.Table:
-        data = _line_bytes(lines, *chunk)
+        data = _line_bytes(lines, offsets, *chunk)
         return pa_json.read_json(
             pa.BufferReader(data),
             read_options=pa_json.ReadOptions(use_threads=False, block_size=data.size + 1),

@@ -51,7 +51,7 @@ class ToastStore:
         entries: dict[KeyTuple, Row] | None = None,
         removed: dict[KeyTuple, Row] | None = None,
         *,
-        removed_limit: int = 10_000,
+        removed_limit: int,
     ) -> None:
         self.entries: dict[KeyTuple, Row] = entries or {}
         self.removed: dict[KeyTuple, Row] = removed or {}  # oldest first
@@ -116,7 +116,7 @@ class ToastStore:
         )
 
     @classmethod
-    def from_snapshot(cls, data: bytes, *, removed_limit: int = 10_000) -> ToastStore:
+    def from_snapshot(cls, data: bytes, *, removed_limit: int) -> ToastStore:
         """Load a store written by ``snapshot`` (or by a version that kept live keys only, as a list)."""
         loaded = orjson.loads(data)
         if isinstance(loaded, list):

@@ -19,7 +19,7 @@ def test_removed_keys_stay_readable_until_evicted_oldest_first() -> None:
 
 
 def test_a_live_key_wins_over_its_removed_values() -> None:
-    store = ToastStore({(1,): {"name": "old"}})
+    store = ToastStore({(1,): {"name": "old"}}, removed_limit=10)
     store.remove((1,))
     store.put((1,), {"name": "new"})
     assert store.get((1,)) == {"name": "new"}
@@ -29,7 +29,7 @@ def test_a_live_key_wins_over_its_removed_values() -> None:
 
 
 def test_rollback_forgets_the_batch_removals() -> None:
-    store = ToastStore({(1,): {"name": "a"}})
+    store = ToastStore({(1,): {"name": "a"}}, removed_limit=10)
     store.remove((1,))
     store.rollback()
     assert store.get((1,)) == {"name": "a"}
@@ -37,9 +37,9 @@ def test_rollback_forgets_the_batch_removals() -> None:
 
 
 def test_snapshot_round_trips_live_and_removed_keys_with_the_batch_applied() -> None:
-    store = ToastStore({(1, "x"): {"name": "a"}, (2, "y"): {"name": "b"}})
+    store = ToastStore({(1, "x"): {"name": "a"}, (2, "y"): {"name": "b"}}, removed_limit=10)
     store.remove((1, "x"))
-    loaded = ToastStore.from_snapshot(store.snapshot())
+    loaded = ToastStore.from_snapshot(store.snapshot(), removed_limit=10)
     assert loaded.entries == {(2, "y"): {"name": "b"}}
     assert loaded.removed == {(1, "x"): {"name": "a"}}
     assert store.entries == {(1, "x"): {"name": "a"}, (2, "y"): {"name": "b"}}  # snapshot does not commit
@@ -47,6 +47,6 @@ def test_snapshot_round_trips_live_and_removed_keys_with_the_batch_applied() -> 
 
 def test_snapshots_of_earlier_versions_load_as_live_keys() -> None:
     """Checkpoints written before removed keys were kept hold a plain list of [key, values]."""
-    loaded = ToastStore.from_snapshot(orjson.dumps([[[7], {"name": "a"}]]))
+    loaded = ToastStore.from_snapshot(orjson.dumps([[[7], {"name": "a"}]]), removed_limit=10)
     assert loaded.entries == {(7,): {"name": "a"}}
     assert loaded.removed == {}
