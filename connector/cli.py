@@ -30,9 +30,12 @@ def _add_mirror_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--replay-safe-inserts",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help=_env_help("write creates/snapshot reads as upserts (4)", "CONNECTOR_MIRROR__REPLAY_SAFE_INSERTS"),
+        help=_env_help(
+            "write creates/snapshot reads as upserts (4), the default; --no-replay-safe-inserts writes inserts (0)",
+            "CONNECTOR_MIRROR__REPLAY_SAFE_INSERTS",
+        ),
     )
 
 
@@ -44,8 +47,8 @@ def _mirror_overrides(args: argparse.Namespace) -> dict[str, Any]:
             column, _, spec = item.partition("=")
             pairs[column] = spec
         overrides["mirror.decimal_columns"] = pairs
-    if getattr(args, "replay_safe_inserts", None):
-        overrides["mirror.replay_safe_inserts"] = True
+    if getattr(args, "replay_safe_inserts", None) is not None:
+        overrides["mirror.replay_safe_inserts"] = args.replay_safe_inserts
     return overrides
 
 

@@ -52,9 +52,10 @@ class MirrorSettings(_Frozen):
     source_type: str | None = Field(None, description="sourceType; default: Debezium's source.connector.")
     source_version: str | None = Field(None, description="sourceVersion in _partnerEvents.json, when known.")
     replay_safe_inserts: bool = Field(
-        False,
+        True,
         description="Write creates and snapshot reads as upserts (4) instead of inserts (0), so events "
-        "Debezium re-sends after a restart cannot duplicate rows (0 does no duplicate-key check).",
+        "Debezium re-sends after a restart cannot duplicate rows (0 does no duplicate-key check). "
+        "Opt out (false) only for an insert-only source that never restarts.",
     )
     truncate_policy: Literal["fail", "ignore", "recreate"] = "fail"
     toast_policy: Literal["fail", "keep-last"] = "fail"

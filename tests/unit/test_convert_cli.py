@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from connector.cli import main
@@ -180,3 +181,17 @@ def test_access_denied_stops_the_cli_with_path_and_identity_and_no_secret(
     for secret in [*server.issued_tokens, server.identity_header]:
         assert secret not in output
     assert [p for p, is_dir in server.paths(WORKSPACE).items() if not is_dir] == []  # nothing written
+
+
+@pytest.mark.parametrize(("flags", "create_marker"), [([], 4), (["--no-replay-safe-inserts"], 0)])
+def test_creates_are_replay_safe_upserts_unless_opted_out(tmp_path: Path, flags: list[str], create_marker: int) -> None:
+    """Debezium re-sends after a restart; a re-sent create written as 0 (no key check) would duplicate a row."""
+    workload = Workload("shop", partitions=1, seed=5)
+    dump = write_dump(tmp_path / "dump.jsonl", workload.records(50))
+    lz = tmp_path / "lz"
+    assert main(["convert", "--input", str(dump), "--landing-zone", str(lz), *flags]) == 0
+    markers: set[int] = set()
+    for path in sorted(lz.glob("*.schema/*/0*.parquet")):
+        markers.update(pq.read_table(path).column("__rowMarker__").to_pylist())
+    assert create_marker in markers
+    assert ({0, 4} - {create_marker}).isdisjoint(markers)
