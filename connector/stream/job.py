@@ -14,11 +14,9 @@ import argparse
 import logging
 import os
 import re
-import signal
 import sys
 import time
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -32,6 +30,7 @@ from connector.landing.columnar import collect_in_lane
 from connector.landing.deadletter import open_dead_letter_writer
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
+from connector.stream.shutdown import GracefulStop
 from connector.stream.slices import collect_slices
 from connector.stream.source import kafka_jars, records_from_arrow, stream
 
@@ -198,8 +197,11 @@ def run(settings: ConnectorSettings) -> int:
         completed,
     )
     spark = spark_session(settings)
+    # After the session: PySpark's SparkContext installs a SIGINT handler of its own that calls into the JVM.
+    graceful = GracefulStop()
+    restore_signals = graceful.install()
     writer = stream(spark, settings).writeStream.foreachBatch(
-        BatchWriter(sink, health, settings.spark.decode_on, settings.spark.columnar_decode)
+        graceful.gate(BatchWriter(sink, health, settings.spark.decode_on, settings.spark.columnar_decode))
     )
     writer = writer.option("checkpointLocation", str(checkpoint / "spark"))
     if settings.trigger == "available-now":
@@ -208,11 +210,10 @@ def run(settings: ConnectorSettings) -> int:
         writer = writer.trigger(processingTime=spark_interval(settings.trigger))
     query = writer.start()
     health.set(True, "running")
-    stop = _stop_on_signals(query)
     try:
-        _watch(query)
+        _watch(query, graceful)
     finally:
-        stop()
+        restore_signals()
     health.set(False, "stopped")
     stopped = sink.stopped_tables
     for table, reason in sorted(stopped.items()):
@@ -221,10 +222,21 @@ def run(settings: ConnectorSettings) -> int:
     return 1 if stopped else 0
 
 
-def _watch(query: StreamingQuery) -> None:
-    """Wait for the query, publishing Kafka lag and a progress line while a backlog is caught up."""
+def _watch(query: StreamingQuery, graceful: GracefulStop) -> None:
+    """Wait for the query, publishing Kafka lag and a progress line while a backlog is caught up.
+
+    A stop request (SIGTERM/SIGINT) is carried out here, on the main thread: wait for the batch in flight,
+    then stop the query (see ``connector.stream.shutdown``).
+    """
     last_batch = -1
-    while not query.awaitTermination(5):
+    # The loop waits on the stop request in Python, not in a py4j call: a signal wakes it at once, so the
+    # query is usually stopped before Spark starts another batch (which the gate would refuse).
+    while True:
+        if graceful.requested.wait(timeout=1.0):
+            _stop(query, graceful)
+            break
+        if _terminated(query, graceful):
+            break
         progress = query.lastProgress
         if not progress or progress.get("batchId", -1) == last_batch:
             continue
@@ -240,25 +252,46 @@ def _watch(query: StreamingQuery) -> None:
                 progress.get("processedRowsPerSecond") or 0.0,
             )
     exception = query.exception()
-    if exception is not None:
+    if exception is not None and not graceful.explains(exception):
         msg = f"streaming query failed: {exception}"
         raise RuntimeError(msg)
 
 
-def _stop_on_signals(query: StreamingQuery) -> Any:
-    """SIGTERM/SIGINT stop the query between batches (Kubernetes sends SIGTERM before killing)."""
+def _stop(query: StreamingQuery, graceful: GracefulStop) -> None:
+    """Carry out a stop request: wait for the batch in flight to commit, then stop the query."""
+    graceful.wait_for_batch_in_flight()
+    _quiet_query_errors()
+    query.stop()
+    log.info("stopped on %s: the last batch is committed", graceful.signal_name)
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        log.warning("signal %d: stopping after the current batch", signum)
-        query.stop()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+def _quiet_query_errors() -> None:
+    """Silence Spark's "query terminated with error" log once the batch in flight is done.
 
-    def restore() -> None:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    From here on it could only report the refusal of a batch that began after the stop request (a stack
+    trace that would alarm an operator); a real failure of the batch in flight has already ended the query
+    and is reported by ``_watch``.
+    """
+    from pyspark import SparkContext
 
-    return restore
+    jvm = SparkContext._jvm
+    if jvm is not None:
+        log4j = jvm.org.apache.logging.log4j
+        query_log = "org.apache.spark.sql.execution.streaming.MicroBatchExecution"
+        log4j.core.config.Configurator.setLevel(query_log, log4j.Level.OFF)
+
+
+def _terminated(query: StreamingQuery, graceful: GracefulStop) -> bool:
+    """Whether the query has ended; a failure that is only a refused batch counts as the end."""
+    try:
+        # Seconds; PySpark passes int(timeout * 1000) ms on, so a fraction is fine whatever its annotation says.
+        return bool(query.awaitTermination(0.05))  # type: ignore[arg-type]
+    except Exception as exc:
+        # PySpark raises the query's own failure here; one caused by our refusing a batch after a stop
+        # request is the stop itself, anything else is ``_watch``'s to report.
+        if graceful.explains(exc):
+            return True
+        raise
 
 
 def run_from_args(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
