@@ -134,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.log_level.upper() != "DEBUG":
         # The Azure SDK logs every HTTP request with its headers at INFO: noise in a service log.
         logging.getLogger("azure").setLevel(logging.WARNING)
+    # py4j logs every JVM call with its arguments at DEBUG (resolved Kafka secrets among them) and each
+    # callback at INFO: never useful in a service log, at any level.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         return int(_dispatch(args))
     except ConnectorError as exc:

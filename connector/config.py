@@ -332,6 +332,16 @@ def resolve_secret_references(raw: str, where: str) -> str:
     return _SECRET_REFERENCE.sub(lookup, raw)
 
 
+def has_secret_reference(value: str) -> bool:
+    """Whether ``value`` holds a ``${env:NAME}`` or ``${file:/path}`` reference."""
+    return bool(_SECRET_REFERENCE.search(value))
+
+
+def is_secret_setting(key: str, value: str) -> bool:
+    """Whether a setting holds a secret: a ``${env:}``/``${file:}`` reference, or a secret-looking key."""
+    return has_secret_reference(value) or any(hint in key.lower() for hint in _SECRET_KEY_HINTS)
+
+
 def redact(key: str, value: str) -> str:
     """Hide values of secret-looking keys (literal secrets in config are redacted too)."""
     if _SECRET_REFERENCE.search(value):

@@ -23,7 +23,14 @@ import orjson
 import pyarrow as pa
 
 from connector import metrics
-from connector.config import ConnectorSettings, load_settings, parse_precision_scale
+from connector.config import (
+    ConnectorSettings,
+    has_secret_reference,
+    is_secret_setting,
+    load_settings,
+    parse_precision_scale,
+    resolve_secret_references,
+)
 from connector.debezium.decoder import open_decoder
 from connector.errors import ConfigError
 from connector.landing.columnar import collect_in_lane
@@ -123,10 +130,21 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
     )
     if settings.source.kind == "kafka":
         builder = builder.config("spark.jars", ",".join(kafka_jars()))
+    # Secret references, and secret-looking Hadoop settings (which the running session accepts too).
+    secret_conf = {
+        k: v
+        for k, v in settings.spark.conf.items()
+        if has_secret_reference(v) or (k.startswith("spark.hadoop.") and is_secret_setting(k, v))
+    }
     for key, value in settings.spark.conf.items():
-        builder = builder.config(key, value)
+        if key not in secret_conf:
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    # PySpark hands start-up settings to the JVM as ``--conf k=v`` arguments, readable by anyone in
+    # /proc/<pid>/cmdline: secrets are set on the running session instead, resolved only here.
+    for key, value in secret_conf.items():
+        spark.conf.set(key, resolve_secret_references(value, f"spark.conf.{key}"))
     return spark
 
 
