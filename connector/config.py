@@ -202,6 +202,17 @@ class MetricsSettings(_Frozen):
     """Prometheus endpoint."""
 
     port: int = Field(9464, ge=0, le=65535, description="0 disables the HTTP endpoint.")
+    stall_after_s: float = Field(
+        300,
+        gt=0,
+        description="/readyz turns unready when Kafka offsets are behind and no batch has completed for this long.",
+    )
+    broker_check_s: float = Field(
+        30,
+        ge=0,
+        description="How often the driver checks that a Kafka broker answers (0 = never); /readyz turns unready "
+        "while none does.",
+    )
 
 
 class SparkSettings(_Frozen):

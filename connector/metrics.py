@@ -118,16 +118,50 @@ def record_offsets_behind(behind: Iterable[tuple[str, int, int]]) -> None:
 
 
 class HealthState:
-    """What /healthz and /readyz report: alive once started; ready while the query runs and batches succeed."""
+    """What /healthz and /readyz report: alive once started; ready while the job makes progress.
 
-    def __init__(self) -> None:
+    Ready means: the query runs, the last batch succeeded, a Kafka broker answers, and the job is not
+    stalled (offsets behind, yet no batch completed for ``stall_after_s``). During a broker outage Spark's
+    Kafka source just waits, so without these checks a pod would look ready for as long as the outage lasts.
+    """
+
+    def __init__(self, stall_after_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.ready = False
         self.reason = "starting"
+        self.stall_after_s = stall_after_s
+        self._clock = clock
+        self._last_progress = clock()
+        self._offsets_behind = 0
+        self._broker_problem: str | None = None
 
     def set(self, ready: bool, reason: str) -> None:
-        """Change readiness."""
+        """Change readiness; a successful batch also counts as progress."""
         self.ready = ready
         self.reason = reason
+        if ready:
+            self._last_progress = self._clock()
+
+    def offsets_behind(self, total: int) -> None:
+        """The Kafka backlog from the query's last progress report."""
+        self._offsets_behind = total
+
+    def broker(self, problem: str | None) -> None:
+        """The broker check's outcome: ``None`` when a broker answered, else what went wrong."""
+        self._broker_problem = problem
+
+    def status(self) -> tuple[bool, str]:
+        """(ready, reason) as /readyz reports it now."""
+        if not self.ready:
+            return False, self.reason
+        if self._broker_problem is not None:
+            return False, f"kafka unreachable: {self._broker_problem}"
+        idle = self._clock() - self._last_progress
+        if self.stall_after_s is not None and self._offsets_behind and idle > self.stall_after_s:
+            return False, (
+                f"stalled: {self._offsets_behind} offsets behind and no batch completed for {idle:.0f}s "
+                f"(metrics.stall_after_s={self.stall_after_s:g})"
+            )
+        return True, self.reason
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -145,9 +179,10 @@ def serve(port: int, health: HealthState, host: str = "0.0.0.0") -> WSGIServer: 
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"ok\n"]
         if path == "/readyz":
-            status = "200 OK" if health.ready else "503 Service Unavailable"
+            ready, reason = health.status()
+            status = "200 OK" if ready else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain")])
-            return [f"{health.reason}\n".encode()]
+            return [f"{reason}\n".encode()]
         result: Iterable[bytes] = metrics_app(environ, start_response)
         return result
 

@@ -33,6 +33,7 @@ from connector.config import (
 )
 from connector.errors import ConfigError, ConnectorError, TransientError
 from connector.events import KafkaRecord
+from connector.kafka_client import client_security_options
 from connector.storage import Storage, is_remote, join, open_storage
 
 _LOG = logging.getLogger(__name__)
@@ -279,25 +280,6 @@ def _remote_parts(url: str) -> tuple[str, ...]:
 
 # -- kafka ---------------------------------------------------------------------------------------------
 
-# librdkafka names that mean the same as the Java client's, so source.kafka_options (written for Spark's
-# Java Kafka client) can secure the dead-letter producer too.
-_SHARED_OPTIONS = {
-    "security.protocol",
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "sasl.username",
-    "sasl.password",
-    "ssl.ca.location",
-    "ssl.certificate.location",
-    "ssl.key.location",
-    "ssl.key.password",
-    "ssl.endpoint.identification.algorithm",
-    "client.id",
-    "client.dns.lookup",
-}
-_SHARED_PREFIXES = ("sasl.oauthbearer.", "sasl.kerberos.")
-_JAAS_CREDENTIAL = re.compile(r"""\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)\"""")
-
 
 def producer_config(source: SourceSettings, config: DeadLetterSettings, bootstrap: str) -> dict[str, Any]:
     """Producer options (librdkafka names) for the dead-letter topic.
@@ -309,22 +291,7 @@ def producer_config(source: SourceSettings, config: DeadLetterSettings, bootstra
     line, and ``dead_letter.producer_options`` can supply the librdkafka form. Idempotence, ``acks=all``
     and the delivery timeout are always set.
     """
-    options: dict[str, Any] = {}
-    skipped = []
-    for raw_key, raw_value in source.kafka_options.items():
-        key = raw_key.removeprefix("kafka.")
-        if key == "sasl.jaas.config":
-            value = resolve_secret_references(raw_value, f"source.kafka_options.{raw_key}")
-            credentials = {m[1]: m[2] for m in _JAAS_CREDENTIAL.finditer(value)}
-            if "username" in credentials and "password" in credentials:
-                options.setdefault("sasl.username", credentials["username"])
-                options.setdefault("sasl.password", credentials["password"])
-            else:
-                skipped.append(raw_key)
-        elif key in _SHARED_OPTIONS or key.startswith(_SHARED_PREFIXES):
-            options[key] = resolve_secret_references(raw_value, f"source.kafka_options.{raw_key}")
-        else:
-            skipped.append(raw_key)
+    options, skipped = client_security_options(source)
     if skipped:
         _LOG.info("dead-letter producer: source.kafka_options without a librdkafka equivalent skipped: %s", skipped)
     for key, raw_value in config.producer_options.items():

@@ -37,6 +37,7 @@ from connector.landing.columnar import collect_in_lane
 from connector.landing.deadletter import open_dead_letter_writer
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
+from connector.stream.broker_check import BrokerCheck
 from connector.stream.shutdown import GracefulStop
 from connector.stream.slices import collect_slices
 from connector.stream.source import kafka_jars, records_from_arrow, stream
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger("connector.run")
+
+# How long a stop waits for Spark's stream thread; well inside the Helm chart's terminationGracePeriodSeconds.
+QUERY_STOP_TIMEOUT_S = 30.0
 
 
 class BatchWriter:
@@ -125,6 +129,8 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
         .config("spark.driver.memory", "2g")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+        # A query waiting on unreachable brokers ignores interrupts for minutes; a stop gives up after this.
+        .config("spark.sql.streaming.stopTimeout", str(int(QUERY_STOP_TIMEOUT_S * 1000)))
         # One Arrow batch per partition slice rather than many small ones.
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
     )
@@ -185,7 +191,7 @@ def run(settings: ConnectorSettings) -> int:
     if is_remote(settings.checkpoint):
         msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
         raise ConfigError(msg)
-    health = metrics.HealthState()
+    health = metrics.HealthState(stall_after_s=settings.metrics.stall_after_s)
     if settings.metrics.port:
         server = metrics.serve(settings.metrics.port, health)
         log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
@@ -228,10 +234,15 @@ def run(settings: ConnectorSettings) -> int:
         writer = writer.trigger(processingTime=spark_interval(settings.trigger))
     query = writer.start()
     health.set(True, "running")
+    broker_check = None
+    if settings.source.kind == "kafka" and settings.metrics.broker_check_s:
+        broker_check = BrokerCheck(settings.source, health, settings.metrics.broker_check_s).start()
     try:
-        _watch(query, graceful)
+        _watch(query, graceful, health)
     finally:
         restore_signals()
+        if broker_check is not None:
+            broker_check.stop()
     health.set(False, "stopped")
     stopped = sink.stopped_tables
     for table, reason in sorted(stopped.items()):
@@ -240,7 +251,7 @@ def run(settings: ConnectorSettings) -> int:
     return 1 if stopped else 0
 
 
-def _watch(query: StreamingQuery, graceful: GracefulStop) -> None:
+def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.HealthState) -> None:
     """Wait for the query, publishing Kafka lag and a progress line while a backlog is caught up.
 
     A stop request (SIGTERM/SIGINT) is carried out here, on the main thread: wait for the batch in flight,
@@ -262,6 +273,7 @@ def _watch(query: StreamingQuery, graceful: GracefulStop) -> None:
         behind = offsets_behind(progress)
         metrics.record_offsets_behind(behind)
         total = sum(count for _, _, count in behind)
+        health.offsets_behind(total)
         if total:
             log.info(
                 "catching up: %d offsets behind over %d partitions, %.0f records/s",
@@ -279,7 +291,15 @@ def _stop(query: StreamingQuery, graceful: GracefulStop) -> None:
     """Carry out a stop request: wait for the batch in flight to commit, then stop the query."""
     graceful.wait_for_batch_in_flight()
     _quiet_query_errors()
-    query.stop()
+    try:
+        query.stop()
+    except Exception as exc:
+        # Only planning is left to cut short (no batch is in flight, none may start): safe to leave.
+        log.warning(
+            "the query did not stop within %.0fs (%s); leaving it: no batch is being published",
+            QUERY_STOP_TIMEOUT_S,
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
     log.info("stopped on %s: the last batch is committed", graceful.signal_name)
 
 

@@ -1,0 +1,65 @@
+"""The driver's periodic Kafka check behind /readyz.
+
+While the brokers are down Spark's Kafka source waits without failing and reports no progress, so neither
+the query's state nor the last batch tells an outage from a quiet source. A small metadata request with the
+source's own security settings does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from connector.config import SourceSettings
+from connector.kafka_client import client_security_options
+from connector.metrics import HealthState
+
+log = logging.getLogger("connector.run")
+
+
+class BrokerCheck:
+    """Every ``interval_s``, ask the brokers for cluster metadata; report the outcome to ``health``."""
+
+    def __init__(self, source: SourceSettings, health: HealthState, interval_s: float) -> None:
+        options, _ = client_security_options(source)
+        self._bootstrap = source.bootstrap_servers
+        self._admin = AdminClient({**options, "bootstrap.servers": self._bootstrap})
+        self._health = health
+        self._interval_s = interval_s
+        self._timeout_s = max(1.0, min(10.0, interval_s))
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="kafka-broker-check", daemon=True)
+        self._failing = False
+
+    def start(self) -> BrokerCheck:
+        """Run the check in a daemon thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """End the check (at shutdown)."""
+        self._stopped.set()
+
+    def check_once(self) -> str | None:
+        """One metadata request: ``None`` when a broker answered, else what went wrong."""
+        try:
+            metadata = self._admin.list_topics(timeout=self._timeout_s)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            return str(error.str()) if isinstance(error, KafkaError) else str(exc)
+        if not metadata.brokers:
+            return "no broker in the cluster metadata"
+        return None
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self._interval_s):
+            problem = self.check_once()
+            self._health.broker(problem)
+            if problem and not self._failing:
+                log.error("kafka brokers %s unreachable: %s", self._bootstrap, problem)
+            elif self._failing and not problem:
+                log.info("kafka brokers %s reachable again", self._bootstrap)
+            self._failing = problem is not None
