@@ -196,6 +196,7 @@ def _convert(args: argparse.Namespace) -> int:
         settings.mirror,
         args.batch_size,
         settings.landing_zone.credential,
+        columnar=settings.spark.columnar_decode,
         source=settings.source,
         dead_letters=open_dead_letter_writer(settings),
     )

@@ -6,17 +6,16 @@ embedded default reads a folder of them with Spark's file source.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import IO, Any
+import io
+from collections.abc import Sequence
+from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.json as pa_json
 
 from connector.errors import DecodeError
 from connector.events import KafkaRecord
-
-
-class KcatLineError(ValueError):
-    """A line that is not a kcat record; names the file and line."""
 
 
 def record_from_kcat(obj: dict[str, Any]) -> KafkaRecord:
@@ -73,12 +72,66 @@ def parse_kcat_line(line: bytes | str) -> KafkaRecord:
     return record_from_kcat(obj)
 
 
-def read_kcat(stream: IO[bytes], source: str) -> Iterator[KafkaRecord | KcatLineError]:
-    """Yield records, or a ``KcatLineError`` for a line that cannot be read (the caller decides)."""
-    for number, line in enumerate(stream, start=1):
-        if not line.strip():
-            continue
-        try:
-            yield parse_kcat_line(line)
-        except ValueError as exc:
-            yield KcatLineError(f"{source}:{number}: not a kcat -J record: {exc}")
+# The kcat fields a record needs; kcat's others (tstype, ts, broker) are ignored.
+_KCAT_FIELDS = pa.schema(
+    [
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("key", pa.string()),
+        pa.field("payload", pa.string()),
+        pa.field("headers", pa.list_(pa.string())),
+    ]
+)
+# Spark's Kafka source gives headers as (key, value) structs.
+_HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+
+
+def kcat_records_table(lines: Sequence[bytes]) -> pa.Table | None:
+    """Whole kcat lines as the record columns Spark's Kafka source gives (topic, partition, offset, key, value).
+
+    Parsed in one call of Arrow's JSON reader, so the columnar lane can take them like a Kafka micro-batch.
+    ``None`` when the lines need the per-line reader: a line that is not a kcat record (it reports them one
+    by one), or headers in a form other than kcat's flat ``[name, value, ...]`` list.
+    """
+    data = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+    if not lines:
+        return None
+    try:
+        # One block: across blocks pyarrow 21's reader unifies inferred types unsafely (see columnar.py).
+        table = pa_json.read_json(
+            io.BytesIO(data),
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=len(data) + 1),
+            parse_options=pa_json.ParseOptions(explicit_schema=_KCAT_FIELDS, unexpected_field_behavior="ignore"),
+        )
+    except (pa.ArrowException, ValueError):
+        return None
+    if table.num_rows != len(lines) or any(table.column(n).null_count for n in ("topic", "partition", "offset")):
+        return None
+    columns = {
+        "topic": table.column("topic"),
+        "partition": table.column("partition"),
+        "offset": table.column("offset"),
+        "key": table.column("key").cast(pa.binary()),
+        "value": table.column("payload").cast(pa.binary()),
+    }
+    headers = table.column("headers").combine_chunks()
+    if headers.null_count < len(headers):
+        pairs = _header_pairs(headers)
+        if pairs is None:
+            return None
+        columns["headers"] = pairs
+    return pa.table(columns)
+
+
+def _header_pairs(flat: pa.ListArray) -> pa.ListArray | None:
+    """Kcat's ``[name, value, ...]`` lists as lists of (key, value) structs; ``None`` if malformed."""
+    offsets = flat.offsets.to_numpy(zero_copy_only=False) - flat.offsets[0].as_py()
+    if (offsets % 2).any():
+        return None
+    values = flat.flatten()
+    names, contents = values[0::2], values[1::2]
+    if names.null_count:
+        return None
+    pairs = pa.StructArray.from_arrays([names, contents.cast(pa.binary())], fields=list(_HEADER))
+    return pa.ListArray.from_arrays(pa.array(offsets // 2, pa.int32()), pairs, mask=flat.is_null())

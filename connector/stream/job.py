@@ -33,14 +33,14 @@ from connector.config import (
 )
 from connector.debezium.decoder import open_decoder
 from connector.errors import ConfigError
-from connector.landing.columnar import collect_in_lane
 from connector.landing.deadletter import open_dead_letter_writer
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
 from connector.stream.broker_check import BrokerCheck
+from connector.stream.records_batch import publish_records_table
 from connector.stream.shutdown import GracefulStop
 from connector.stream.slices import collect_slices
-from connector.stream.source import kafka_jars, records_from_arrow, stream
+from connector.stream.source import kafka_jars, stream
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -78,11 +78,7 @@ class BatchWriter:
             else:
                 table = frame.toArrow()
                 collected = time.monotonic()
-                context = self.sink.collect_context(defer_keep_last=False)
-                lane = collect_in_lane(context, table, enabled=self.columnar)
-                records, problems = records_from_arrow(lane.rest)
-                lane.collected.problems.extend(problems)
-                result = self.sink.process_collected(batch_id, [lane.collected], records)
+                result = publish_records_table(self.sink, batch_id, table, columnar=self.columnar)
         except Exception:
             metrics.BATCHES.labels("failed").inc()
             metrics.PUBLISH_ERRORS.labels("").inc()

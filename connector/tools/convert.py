@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -10,11 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connector.config import MirrorSettings, SourceSettings
+from connector.errors import DecodeError
 from connector.events import KafkaRecord
-from connector.kcat import KcatLineError, read_kcat
+from connector.kcat import kcat_records_table, parse_kcat_line
 from connector.landing.deadletter import DeadLetterWriter
 from connector.landing.sink import BatchResult, MirrorSink
 from connector.storage import open_storage
+from connector.stream.records_batch import publish_records_table
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ def convert(
     batch_size: int = 100_000,
     credential: str = "default",
     *,
+    columnar: bool = True,
     source: SourceSettings | None = None,
     dead_letters: DeadLetterWriter | None = None,
 ) -> ConvertSummary:
@@ -88,12 +90,12 @@ def convert(
             source=source,
             dead_letters=dead_letters,
         )
-        records = _records(files, summary)
-        for batch_id in itertools.count():
-            chunk = list(itertools.islice(records, batch_size))
-            if not chunk:
-                break
-            result = sink.process_batch(batch_id, chunk)
+        for batch_id, (lines, positions) in enumerate(_line_batches(files, batch_size)):
+            table = kcat_records_table(lines)
+            if table is not None:
+                result = publish_records_table(sink, batch_id, table, columnar=columnar)
+            else:
+                result = sink.process_batch(batch_id, _records(lines, positions, summary))
             summary.add(result)
             log.info(
                 "batch=%d records=%d rows=%d files=%d tables=%d",
@@ -106,12 +108,30 @@ def convert(
     return summary
 
 
-def _records(files: list[Path], summary: ConvertSummary) -> Iterator[KafkaRecord]:
+def _line_batches(files: list[Path], batch_size: int) -> Iterator[tuple[list[bytes], list[tuple[Path, int]]]]:
+    """The dumps' non-blank lines in batches of ``batch_size``, with each line's file and line number."""
+    lines: list[bytes] = []
+    positions: list[tuple[Path, int]] = []
     for path in files:
         with path.open("rb") as stream:
-            for item in read_kcat(stream, str(path)):
-                if isinstance(item, KcatLineError):
-                    summary.bad_lines.append(str(item))
-                    log.error("%s", item)
+            for number, line in enumerate(stream, start=1):
+                if len(line) < 8 and not line.strip():  # only short lines can be blank: skip the scan of long ones
                     continue
-                yield item
+                lines.append(line)
+                positions.append((path, number))
+                if len(lines) == batch_size:
+                    yield lines, positions
+                    lines, positions = [], []
+    if lines:
+        yield lines, positions
+
+
+def _records(lines: list[bytes], positions: list[tuple[Path, int]], summary: ConvertSummary) -> Iterator[KafkaRecord]:
+    """Lines one by one (a batch with a line that is not a kcat record, or with headers)."""
+    for line, (path, number) in zip(lines, positions, strict=True):
+        try:
+            yield parse_kcat_line(line)
+        except (ValueError, DecodeError) as exc:
+            problem = f"{path}:{number}: not a kcat -J record: {exc}"
+            summary.bad_lines.append(problem)
+            log.error("%s", problem)

@@ -14,7 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from connector.cli import main
+from connector.config import MirrorSettings
 from connector.events import KafkaRecord
+from connector.storage.local import LocalStorage
+from connector.tools.convert import convert
 from connector.tools.replay import replay_landing_zone
 from connector.tools.validate import validate_landing_zone
 from tests.support.debezium import kcat_line
@@ -195,3 +198,31 @@ def test_creates_are_replay_safe_upserts_unless_opted_out(tmp_path: Path, flags:
         markers.update(pq.read_table(path).column("__rowMarker__").to_pylist())
     assert create_marker in markers
     assert ({0, 4} - {create_marker}).isdisjoint(markers)
+
+
+def test_convert_through_the_columnar_lane_writes_what_the_record_path_writes(tmp_path: Path) -> None:
+    """``convert`` reads dumps into Arrow and lets the lane take them, as ``run`` does; the files must be the
+    record-by-record path's, byte for byte."""
+    workload = Workload("shop", partitions=2, seed=11)
+    dump = write_dump(tmp_path / "dump.jsonl", by_partition(workload.records(1200)))
+    outputs = {}
+    for columnar in (True, False):
+        lz = tmp_path / f"lz-{columnar}"
+        summary = convert([str(dump)], str(lz), None, MirrorSettings(), 500, columnar=columnar)
+        assert summary.ok and summary.rows
+        outputs[columnar] = {str(p.relative_to(lz)): p.read_bytes() for p in sorted(lz.rglob("*")) if p.is_file()}
+    assert outputs[True] == outputs[False]
+
+
+def test_a_line_with_a_non_string_payload_is_a_bad_line_and_the_rest_is_published(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload = Workload("shop", partitions=1, seed=12)
+    good = by_partition(workload.records(100))
+    odd = b'{"topic":"shop.public.customers","partition":0,"offset":5000,"key":null,"payload":{"op":"c"}}\n'
+    dump = tmp_path / "dump.jsonl"
+    dump.write_bytes(b"".join(kcat_line(r) for r in good) + odd)
+    assert main(["convert", "--input", str(dump), "--landing-zone", str(tmp_path / "lz")]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}:{len(good) + 1}: not a kcat -J record" in err and "shop.public.customers[0]@5000" in err
+    assert replayed_rows(replay_landing_zone(LocalStorage(tmp_path / "lz"))) == workload.expected()

@@ -1,0 +1,31 @@
+"""One batch of Kafka records as Arrow columns → the sink; shared by ``run`` (driver decoding) and ``convert``.
+
+The columnar lane takes the topics it can decode in bulk; the record-by-record path takes the rest. Kcat
+lines (the file source, and ``convert``'s dumps) are first read into the same record columns Spark's Kafka
+source gives, so they reach the lane too.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from connector.kcat import kcat_records_table
+from connector.landing.columnar import collect_in_lane
+from connector.landing.sink import BatchResult, MirrorSink
+from connector.stream.source import records_from_arrow
+
+
+def publish_records_table(sink: MirrorSink, batch_id: int, table: pa.Table, *, columnar: bool = True) -> BatchResult:
+    """Publish batch ``batch_id`` of ``table`` (Kafka record columns, or a file source's ``line`` column)."""
+    if sink.is_committed(batch_id):
+        # Spark replays the last batch after a crash between our commit and its own: nothing to collect.
+        return sink.process_collected(batch_id, [])
+    if "line" in table.column_names:
+        lines = [line.encode() for line in table.column("line").to_pylist() if line and line.strip()]
+        records = kcat_records_table(lines)
+        if records is not None:
+            table = records
+    lane = collect_in_lane(sink.collect_context(defer_keep_last=False), table, enabled=columnar)
+    rest, problems = records_from_arrow(lane.rest)
+    lane.collected.problems.extend(problems)
+    return sink.process_collected(batch_id, [lane.collected], rest)
