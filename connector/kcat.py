@@ -72,6 +72,25 @@ def parse_kcat_line(line: bytes | str) -> KafkaRecord:
     return record_from_kcat(obj)
 
 
+def kcat_line(record: KafkaRecord) -> bytes:
+    """``record`` as one ``kcat -C -J`` line (for dumps a benchmark or a test writes)."""
+    obj: dict[str, Any] = {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "tstype": "create",
+        "ts": record.timestamp_ms if record.timestamp_ms is not None else 1_700_000_000_000,
+        "broker": 1,
+        "key": None if record.key is None else record.key.decode(),
+        "payload": None if record.value is None else record.value.decode(),
+    }
+    if record.headers:
+        obj["headers"] = [
+            part for name, value in record.headers for part in (name, None if value is None else value.decode())
+        ]
+    return orjson.dumps(obj) + b"\n"
+
+
 # The kcat fields a record needs; kcat's others (tstype, ts, broker) are ignored.
 _KCAT_FIELDS = pa.schema(
     [

@@ -17,6 +17,7 @@ import orjson
 
 from connector.config import MirrorSettings
 from connector.events import KafkaRecord
+from connector.kcat import kcat_line
 
 BENCH_TOPIC = "bench.public.orders"
 _BATCH = 100_000
@@ -105,7 +106,7 @@ def bench_convert(events: int, with_schema: bool) -> tuple[float, float]:
         dump = Path(scratch) / "dump.jsonl"
         with dump.open("wb") as out:
             for record in generated_events(events, with_schema):
-                out.write(kcat_json_line(record))
+                out.write(kcat_line(record))
         started = time.perf_counter()
         summary = convert([str(dump)], f"{scratch}/lz", f"{scratch}/cp", MirrorSettings(), _BATCH)
         elapsed = time.perf_counter() - started
@@ -114,25 +115,6 @@ def bench_convert(events: int, with_schema: bool) -> tuple[float, float]:
             raise RuntimeError(msg)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return events / elapsed, peak_mb
-
-
-def kcat_json_line(record: KafkaRecord) -> bytes:
-    """``record`` as ``kcat -C -J`` prints it."""
-    return (
-        orjson.dumps(
-            {
-                "topic": record.topic,
-                "partition": record.partition,
-                "offset": record.offset,
-                "tstype": "create",
-                "ts": 1_700_000_000_000,
-                "broker": 1,
-                "key": None if record.key is None else record.key.decode(),
-                "payload": None if record.value is None else record.value.decode(),
-            }
-        )
-        + b"\n"
-    )
 
 
 def json_parse_limit(events: int, with_schema: bool) -> float:

@@ -137,23 +137,3 @@ class Topic:
         )
         self.offset += 1
         return record
-
-
-def kcat_line(record: KafkaRecord) -> bytes:
-    """The record as one ``kcat -C -J`` line."""
-    obj: dict[str, Any] = {
-        "topic": record.topic,
-        "partition": record.partition,
-        "offset": record.offset,
-        "tstype": "create",
-        "ts": 1_700_000_000_000,
-        "broker": 1,
-        "key": None if record.key is None else record.key.decode(),
-        "payload": None if record.value is None else record.value.decode(),
-    }
-    if record.headers:
-        flat: list[Any] = []
-        for name, value in record.headers:
-            flat.extend([name, None if value is None else value.decode()])
-        obj["headers"] = flat
-    return orjson.dumps(obj) + b"\n"

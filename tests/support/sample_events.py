@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.debezium import Topic, decimal_field, encode_decimal, field, kcat_line
+from connector.kcat import kcat_line
+from tests.support.debezium import Topic, decimal_field, encode_decimal, field
 
 OUT = Path(__file__).resolve().parents[2] / "connector" / "sample"
 

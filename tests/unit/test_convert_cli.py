@@ -16,11 +16,11 @@ import pytest
 from connector.cli import main
 from connector.config import MirrorSettings
 from connector.events import KafkaRecord
+from connector.kcat import kcat_line
 from connector.storage.local import LocalStorage
 from connector.tools.convert import convert
 from connector.tools.replay import replay_landing_zone
 from connector.tools.validate import validate_landing_zone
-from tests.support.debezium import kcat_line
 from tests.support.dfs_server import (
     OTHER_IDENTITY_VARIABLES,
     DfsTestServer,

@@ -6,8 +6,7 @@ import orjson
 import pyarrow as pa
 
 from connector.events import KafkaRecord
-from connector.kcat import kcat_records_table, parse_kcat_line
-from tests.support.debezium import kcat_line
+from connector.kcat import kcat_line, kcat_records_table, parse_kcat_line
 
 
 def record(offset: int, key: bytes | None = b'{"id":1}', value: bytes | None = b'{"op":"c"}') -> KafkaRecord:
