@@ -81,3 +81,23 @@ class RegistryError(ConnectorError):
 
     Terminal for the whole job, not for one record: every record would fail the same way.
     """
+
+
+class WriterFenced(ConnectorError):
+    """Another connector instance is the writer of this checkpoint or landing zone, or this one stopped being it.
+
+    Two writers on one checkpoint or landing zone corrupt each other: both number files, both record
+    stops in the ledger, and each one's start-up clean-up deletes the other's uploads in flight. So a
+    second instance is refused before it reads or cleans anything, and an instance that lost its hold
+    (an expired or broken OneLake lease) refuses to publish. ``holder`` describes the instance that
+    holds the fence (host, pid, start time, instance id) as far as it is known; never a secret.
+    """
+
+    def __init__(self, location: str, holder: str, reason: str) -> None:
+        super().__init__(location, holder, reason)
+        self.location = location
+        self.holder = holder
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.reason}"

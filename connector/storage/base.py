@@ -7,9 +7,12 @@ published file raise ``FileExistsError`` instead, so "never overwrite" is enforc
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 #: Prefix of a backend's in-flight writes (written aside, then moved into place). Open mirroring skips
 #: underscore-prefixed names, and a crash can leave such a file behind: ``cleanup_temporary`` removes them.
@@ -23,6 +26,78 @@ class FileInfo:
     path: str
     size: int
     is_dir: bool
+
+
+@dataclass(frozen=True)
+class WriterIdentity:
+    """Who holds a writer lease, recorded beside the lease so a refused instance can name the holder.
+
+    Host and pid find the process; the start time tells a stale record from a live one; the random
+    instance id tells two instances apart even when a restarted pod reuses host name and pid.
+    """
+
+    host: str
+    pid: int
+    started: str
+    instance: str = field(default_factory=lambda: secrets.token_hex(6))
+
+    @classmethod
+    def of_this_process(cls) -> WriterIdentity:
+        """A new identity for this process, started now, with a fresh instance id."""
+        started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return cls(host=socket.gethostname(), pid=os.getpid(), started=started)
+
+    def describe(self) -> str:
+        """One line for logs and errors: ``instance <id> (pid <pid> on <host>, started <time>)``."""
+        return f"instance {self.instance} (pid {self.pid} on {self.host}, started {self.started})"
+
+    def as_fields(self) -> dict[str, str]:
+        """ASCII name/value pairs, fit for a JSON lock file and for storage metadata alike."""
+        return {
+            "writer_host": self.host.encode("ascii", "replace").decode(),
+            "writer_pid": str(self.pid),
+            "writer_started": self.started,
+            "writer_instance": self.instance,
+        }
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, str]) -> WriterIdentity | None:
+        """Read back ``as_fields``; ``None`` when the record is missing or damaged."""
+        lowered = {str(k).lower(): str(v) for k, v in fields.items()}
+        try:
+            return cls(
+                host=lowered["writer_host"],
+                pid=int(lowered["writer_pid"]),
+                started=lowered["writer_started"],
+                instance=lowered["writer_instance"],
+            )
+        except (KeyError, ValueError):
+            return None
+
+
+class WriterLease(ABC):
+    """An exclusive hold on one storage root, taken by ``Storage.acquire_lease``.
+
+    Attributes:
+        location: The lock file's location, safe to log.
+        holder: Who holds it (this process).
+    """
+
+    location: str
+    holder: WriterIdentity
+
+    @abstractmethod
+    def check(self) -> None:
+        """Return when the lease is still held, so writing is safe.
+
+        Raises:
+            WriterFenced: The lease was released, lost (taken over after it expired, or broken), or
+                could not be renewed long enough that another instance may hold it now.
+        """
+
+    @abstractmethod
+    def release(self) -> None:
+        """Give the lease up so another instance can start at once; releasing twice is harmless."""
 
 
 class Storage(ABC):
@@ -91,6 +166,19 @@ class Storage(ABC):
     def exists(self, path: str) -> bool:
         """Return whether a file exists at ``path``."""
         return self.size(path) is not None
+
+    def acquire_lease(self, path: str, holder: WriterIdentity) -> WriterLease:
+        """Take the exclusive writer lease kept on the file ``path`` (created if missing), recording ``holder``.
+
+        One instance at a time may write a checkpoint or landing zone; each backend holds the lease
+        with the mechanism its medium offers (see ``connector.landing.fence``).
+
+        Raises:
+            WriterFenced: Another instance holds the lease; the message names it when it is known.
+            NotImplementedError: This backend cannot hold a lease.
+        """
+        msg = f"{type(self).__name__} cannot hold a writer lease on {self.url}"
+        raise NotImplementedError(msg)
 
 
 def join(*parts: str) -> str:

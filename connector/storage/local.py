@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
 import logging
 import os
 import shutil
@@ -12,7 +14,9 @@ from pathlib import Path
 
 from typing_extensions import override
 
-from connector.storage.base import TEMP_PREFIX, FileInfo, Storage
+from connector.errors import WriterFenced
+from connector.storage.base import TEMP_PREFIX, FileInfo, Storage, WriterIdentity, WriterLease
+from connector.storage.errors import StorageError
 
 _LOG = logging.getLogger(__name__)
 
@@ -131,6 +135,76 @@ class LocalStorage(Storage):
         if deleted:
             _LOG.info("deleted %d stale temporary file(s) under %s/%s", len(deleted), self.url, prefix)
         return sorted(deleted)
+
+    @override
+    def acquire_lease(self, path: str, holder: WriterIdentity) -> LocalLease:
+        """Hold ``flock(LOCK_EX | LOCK_NB)`` on ``path`` for as long as the lease (and so the process) lives.
+
+        The kernel drops the lock when the process dies, however it dies, so a crash never leaves a
+        stale lock behind; the holder record in the file is only there to name the holder.
+        """
+        target = self._abs(path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # Opened without truncating: the holder's record must survive a refused opener.
+            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            msg = f"cannot open the writer lock {target}: {err.strerror or type(err).__name__}"
+            raise StorageError(msg, path=path, operation="acquire_lease") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            current = _read_holder(fd)
+            os.close(fd)
+            who = current.describe() if current is not None else "an instance that has not recorded itself yet"
+            reason = (
+                f"another connector instance is writing here: {who}. Only one instance may use a checkpoint "
+                "or a landing zone; stop that one first, or give this one its own checkpoint and landing zone"
+            )
+            raise WriterFenced(str(target), who, reason) from None
+        except OSError as err:
+            os.close(fd)
+            msg = f"cannot lock the writer lock {target}: {err.strerror or type(err).__name__}"
+            raise StorageError(msg, path=path, operation="acquire_lease") from None
+        record = json.dumps(holder.as_fields(), sort_keys=True).encode() + b"\n"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, record, 0)
+        os.fsync(fd)
+        _LOG.info("holding the writer lock %s as %s", target, holder.describe())
+        return LocalLease(target, fd, holder)
+
+
+class LocalLease(WriterLease):
+    """An ``flock`` held on an open lock file; released by closing it (or by the process ending)."""
+
+    def __init__(self, path: Path, fd: int, holder: WriterIdentity) -> None:
+        self.location = str(path)
+        self.holder = holder
+        self._fd: int | None = fd
+
+    @override
+    def check(self) -> None:
+        # The kernel keeps an flock for as long as the descriptor is open: nothing can take it away.
+        if self._fd is None:
+            reason = f"the writer lock was released by {self.holder.describe()}; this instance no longer writes here"
+            raise WriterFenced(self.location, self.holder.describe(), reason)
+
+    @override
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            # The file stays: deleting it would let a third instance lock a new file while a second one
+            # still holds the old, unlinked one.
+            os.close(fd)
+
+
+def _read_holder(fd: int) -> WriterIdentity | None:
+    """The holder recorded in a lock file, or ``None`` when it is empty or unreadable."""
+    try:
+        fields = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return None
+    return WriterIdentity.from_fields(fields) if isinstance(fields, dict) else None
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -34,6 +34,7 @@ from connector.config import (
 from connector.debezium.decoder import open_decoder
 from connector.errors import ConfigError
 from connector.landing.deadletter import open_dead_letter_writer
+from connector.landing.fence import WriterFence
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
 from connector.stream.broker_check import BrokerCheck
@@ -193,13 +194,16 @@ def run(settings: ConnectorSettings) -> int:
         log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
     landing = open_storage(settings.landing_zone.url, settings.landing_zone.credential)
     checkpoint = Path(settings.checkpoint)
+    # One writer per checkpoint and landing zone, held until exit: taken before the ledger is read or the
+    # start-up clean-up runs, so a second instance is refused before it can delete our uploads.
+    fence = WriterFence(landing, open_storage(str(checkpoint))).hold_until_exit()
     # A missing schema registry URL fails here, before Spark starts.
     open_decoder(
         settings.source, *parse_precision_scale(settings.mirror.variable_scale_decimal, "variable_scale_decimal")
     )
     sink = MirrorSink(
-        landing,
-        open_storage(str(checkpoint)),
+        fence.landing,
+        fence.checkpoint,
         settings.mirror,
         source=settings.source,
         dead_letters=open_dead_letter_writer(settings),

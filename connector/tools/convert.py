@@ -13,6 +13,7 @@ from connector.errors import DecodeError
 from connector.events import KafkaRecord
 from connector.kcat import kcat_records_table, parse_kcat_line
 from connector.landing.deadletter import DeadLetterWriter
+from connector.landing.fence import WriterFence
 from connector.landing.sink import BatchResult, MirrorSink
 from connector.storage import open_storage
 from connector.stream.records_batch import publish_records_table
@@ -82,10 +83,14 @@ def convert(
     """
     summary = ConvertSummary()
     files = input_files(inputs)
-    with tempfile.TemporaryDirectory(prefix="convert-ledger-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="convert-ledger-") as scratch,
+        # One writer per checkpoint and landing zone, held before the sink reads the ledger or cleans up.
+        WriterFence(open_storage(landing_zone, credential), open_storage(checkpoint or scratch, credential)) as fence,
+    ):
         sink = MirrorSink(
-            open_storage(landing_zone, credential),
-            open_storage(checkpoint or scratch, credential),
+            fence.landing,
+            fence.checkpoint,
             mirror,
             source=source,
             dead_letters=dead_letters,

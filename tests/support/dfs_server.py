@@ -15,8 +15,18 @@ HTTPS (a throw-away self-signed certificate; the SDK refuses bearer tokens over 
   ``Content-MD5`` checked) and ``flush`` (contiguity checked, 400 ``InvalidFlushPosition``;
   ``x-ms-content-md5`` stored), Path Delete (file, recursive directory, 409 ``DirectoryNotEmpty``);
 * the two Blob-endpoint reads the SDK routes through the same host for path-style URLs: Get Blob
-  Properties (HEAD, with ``Content-Length``, ``ETag``, ``Content-MD5``, ``x-ms-resource-type``) and
-  Get Blob (GET, ``x-ms-range`` / ``Range`` -> 206, 416 on an empty file).
+  Properties (HEAD, with ``Content-Length``, ``ETag``, ``Content-MD5``, ``x-ms-resource-type``, the
+  lease state and ``x-ms-meta-*``) and Get Blob (GET, ``x-ms-range`` / ``Range`` -> 206, 416 on an
+  empty file);
+* leases, as ``DataLakeLeaseClient`` sends them (Blob Lease Blob, ``PUT ?comp=lease`` with
+  ``x-ms-lease-action`` acquire / renew / change / release / break, ``x-ms-lease-id``,
+  ``x-ms-proposed-lease-id``, ``x-ms-lease-duration`` 15-60 or -1, ``x-ms-lease-break-period``): 409
+  ``LeaseAlreadyPresent``, ``LeaseIdMismatchWithLeaseOperation``, ``LeaseNotPresentWithLeaseOperation``,
+  ``LeaseIsBrokenAndCannotBeRenewed``, ``LeaseIsBreakingAndCannotBeAcquired``; fixed leases expire on
+  the wall clock. Writes to a leased path (create, append, flush, rename from or onto it, delete, Set
+  Blob Metadata ``PUT ?comp=metadata``) need its lease id: 412 ``LeaseIdMissing``,
+  ``LeaseIdMismatchWithBlobOperation``, ``LeaseLost`` (the id of an expired lease),
+  ``LeaseNotPresentWithBlobOperation`` (an id where there is no lease).
 
 Faults can be switched on at runtime (``set_faults``) with a seeded RNG, and every injected fault is
 counted (``injected``): a fraction of requests answered 429/503 with ``Retry-After``; requests left
@@ -132,6 +142,31 @@ class _Node:
     pending: dict[int, bytes] = field(default_factory=dict)
     content_md5: bytes | None = None
     content_type: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    lease: _Lease | None = None
+
+
+@dataclass
+class _Lease:
+    """A blob lease on one path; ``state`` as set by lease actions, expiry applied by ``current_state``."""
+
+    lease_id: str
+    state: str  # leased | breaking | broken
+    duration: int  # seconds, or -1 for an infinite lease
+    renewed: float  # wall-clock time of the acquire or the last renew
+    break_until: float = 0.0
+
+    @property
+    def expires(self) -> float | None:
+        """Wall-clock end of a fixed lease; ``None`` for an infinite one."""
+        return None if self.duration < 0 else self.renewed + self.duration
+
+    def current_state(self, now: float) -> str:
+        if self.state == "leased" and self.expires is not None and now >= self.expires:
+            return "expired"
+        if self.state == "breaking" and now >= self.break_until:
+            return "broken"
+        return self.state
 
 
 @dataclass
@@ -382,6 +417,36 @@ def _check_conditions(node: _Node | None, headers: Any, prefix: str = "") -> Non
         raise _dfs_error(412, code, "The condition specified using HTTP conditional header(s) is not met.")
 
 
+def _check_lease(node: _Node | None, headers: Any, header: str = "x-ms-lease-id", *, blob: bool = False) -> None:
+    """Refuse a write to a leased path without its lease id (412), as the Blob and DFS APIs do.
+
+    ``header`` is ``x-ms-source-lease-id`` for the source of a rename; ``blob`` picks the Blob
+    endpoint's XML error form.
+    """
+    error = _blob_error if blob else _dfs_error
+    given = headers.get(header)
+    state = "available" if node is None or node.lease is None else node.lease.current_state(time.time())
+    if state in {"leased", "breaking"}:
+        assert node is not None and node.lease is not None
+        if not given:
+            raise error(
+                412,
+                "LeaseIdMissing",
+                "There is currently a lease on the resource and no lease ID was specified in the request.",
+            )
+        if given != node.lease.lease_id:
+            raise error(
+                412,
+                "LeaseIdMismatchWithBlobOperation",
+                "The lease ID specified did not match the lease ID for the resource.",
+            )
+        return
+    if given:
+        if state == "expired" and node is not None and node.lease is not None and given == node.lease.lease_id:
+            raise error(412, "LeaseLost", "A lease ID was specified, but the lease for the resource has expired.")
+        raise error(412, "LeaseNotPresentWithBlobOperation", "There is currently no lease on the resource.")
+
+
 class _DfsTestHandler(BaseHTTPRequestHandler):
     """Request handler of the TEST DOUBLE; one instance per connection."""
 
@@ -471,6 +536,8 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
         if self.command == "GET":
             return "list" if query.get("resource") == ["filesystem"] else "read"
         if self.command == "PUT":
+            if query.get("comp") in (["lease"], ["metadata"]):
+                return query["comp"][0]
             return "rename" if self.headers.get("x-ms-rename-source") else "create"
         if self.command == "PATCH":
             return query.get("action", ["update"])[0]
@@ -528,6 +595,10 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
         if not path:
             raise _dfs_error(400, "InvalidUri", "A path is required.")
         if self.command == "PUT":
+            if query.get("comp") == "lease":
+                return self._lease(fs_name, path)
+            if query.get("comp") == "metadata":
+                return self._set_metadata(fs_name, path)
             if self.headers.get("x-ms-rename-source"):
                 return self._rename(fs_name, path)
             return self._create(fs_name, path, query)
@@ -655,6 +726,7 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
         fs = double._fs(fs_name)
         node = fs.nodes.get(path)
         _check_conditions(node, self.headers)
+        _check_lease(node, self.headers)
         if node is not None and node.is_dir != (resource == "directory"):
             raise _dfs_error(
                 409, "PathConflict", "The specified path exists and its resource type is invalid for this operation."
@@ -689,6 +761,8 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
             raise _dfs_error(404, "SourcePathNotFound", "The source path for a rename operation does not exist.")
         _check_conditions(source, self.headers, prefix="x-ms-source-")
         _check_conditions(dest, self.headers)
+        _check_lease(source, self.headers, "x-ms-source-lease-id")
+        _check_lease(dest, self.headers)
         parent = _parent(path)
         if parent and (parent not in fs.nodes or not fs.nodes[parent].is_dir):
             raise _dfs_error(
@@ -724,6 +798,7 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
             raise _dfs_error(409, "InvalidFlushOperation", "The resource is a directory.")
         if "position" not in query:
             raise _dfs_error(400, "MissingRequiredQueryParameter", "position is required.")
+        _check_lease(node, self.headers)
         position = int(query["position"])
         if action == "append":
             md5 = self.headers.get("Content-MD5")
@@ -779,12 +854,17 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
             "x-ms-creation-time": _http_date(node.created),
             "x-ms-resource-type": "directory" if node.is_dir else "file",
             "x-ms-blob-type": "BlockBlob",
-            "x-ms-lease-state": "available",
-            "x-ms-lease-status": "unlocked",
             "x-ms-server-encrypted": "true",
             "Accept-Ranges": "bytes",
             "Content-Type": node.content_type or "application/octet-stream",
         }
+        state = "available" if node.lease is None else node.lease.current_state(time.time())
+        headers["x-ms-lease-state"] = state
+        headers["x-ms-lease-status"] = "locked" if state in {"leased", "breaking"} else "unlocked"
+        if state == "leased" and node.lease is not None:
+            headers["x-ms-lease-duration"] = "infinite" if node.lease.expires is None else "fixed"
+        for name, value in node.metadata.items():
+            headers[f"x-ms-meta-{name}"] = value
         if node.is_dir:
             headers["x-ms-meta-hdi_isfolder"] = "true"
         return headers
@@ -831,6 +911,7 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
         node = fs.nodes.get(path)
         if node is None:
             raise _dfs_error(404, "PathNotFound", "The specified path does not exist.")
+        _check_lease(node, self.headers)
         children = [p for p in fs.nodes if p.startswith(path + "/")]
         if node.is_dir and children and query.get("recursive", "false").lower() != "true":
             raise _dfs_error(
@@ -841,6 +922,98 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
         for p in [path, *children]:
             del fs.nodes[p]
         return _Reply(200)
+
+    # -- leases (Blob Lease Blob, which DataLakeLeaseClient sends) and Set Blob Metadata
+
+    def _lease(self, fs_name: str, path: str) -> _Reply:
+        node = self._node(fs_name, path, dfs=False)
+        action = (self.headers.get("x-ms-lease-action") or "").lower()
+        given = self.headers.get("x-ms-lease-id")
+        proposed = self.headers.get("x-ms-proposed-lease-id")
+        now = time.time()
+        lease = node.lease
+        state = "available" if lease is None else lease.current_state(now)
+        mismatch = _blob_error(
+            409, "LeaseIdMismatchWithLeaseOperation", "The lease ID specified did not match the lease ID for the blob."
+        )
+        absent = _blob_error(409, "LeaseNotPresentWithLeaseOperation", "There is currently no lease on the blob.")
+        if action == "acquire":
+            duration = self._lease_duration()
+            if state == "breaking":
+                raise _blob_error(
+                    409, "LeaseIsBreakingAndCannotBeAcquired", "There is already a lease present and it is breaking."
+                )
+            if state == "leased" and lease is not None and proposed != lease.lease_id:
+                raise _blob_error(409, "LeaseAlreadyPresent", "There is already a lease present.")
+            lease_id = proposed or str(uuid.uuid4())
+            node.lease = _Lease(lease_id, "leased", duration, now)
+            return _Reply(201, {**self._lease_headers(node), "x-ms-lease-id": lease_id})
+        if action in {"renew", "change", "release"} and not given:
+            raise _blob_error(400, "MissingRequiredHeader", "x-ms-lease-id is required.")
+        if action == "renew":
+            if lease is None or state == "available":
+                raise absent
+            if given != lease.lease_id:
+                raise mismatch
+            if state in {"breaking", "broken"}:
+                raise _blob_error(409, "LeaseIsBrokenAndCannotBeRenewed", "The lease has been broken explicitly.")
+            # An expired lease renews too, as long as nobody acquired the path since.
+            lease.state, lease.renewed = "leased", now
+            return _Reply(200, {**self._lease_headers(node), "x-ms-lease-id": lease.lease_id})
+        if action == "change":
+            if lease is None or state != "leased":
+                raise absent
+            if given != lease.lease_id and proposed != lease.lease_id:
+                raise mismatch
+            lease.lease_id = proposed or lease.lease_id
+            return _Reply(200, {**self._lease_headers(node), "x-ms-lease-id": lease.lease_id})
+        if action == "release":
+            if lease is None or state == "available":
+                raise absent
+            if given != lease.lease_id:
+                raise mismatch
+            node.lease = None
+            return _Reply(200, self._lease_headers(node))
+        if action == "break":
+            if lease is None or state == "available":
+                raise absent
+            # The break period defaults to what is left of a fixed lease (0 for an infinite one) and
+            # never outlasts it.
+            period_text = self.headers.get("x-ms-lease-break-period")
+            remaining = 0.0 if lease.expires is None else max(0.0, lease.expires - now)
+            period = remaining if period_text is None else float(period_text)
+            if lease.expires is not None:
+                period = min(period, remaining)
+            if state in {"expired", "broken"} or period <= 0:
+                lease.state, lease.break_until = "broken", now
+            elif state == "leased":
+                lease.state, lease.break_until = "breaking", now + period
+            left = max(0.0, lease.break_until - now)
+            return _Reply(202, {**self._lease_headers(node), "x-ms-lease-time": str(int(left))})
+        raise _blob_error(400, "InvalidHeaderValue", f"x-ms-lease-action {action!r} is not valid.")
+
+    def _lease_duration(self) -> int:
+        text = self.headers.get("x-ms-lease-duration")
+        try:
+            duration = int(text or "")
+        except ValueError:
+            duration = 0
+        if duration != -1 and not 15 <= duration <= 60:
+            raise _blob_error(400, "InvalidHeaderValue", "x-ms-lease-duration must be -1 or between 15 and 60.")
+        return duration
+
+    def _lease_headers(self, node: _Node) -> dict[str, str]:
+        return {"ETag": node.etag, "Last-Modified": _http_date(node.modified)}
+
+    def _set_metadata(self, fs_name: str, path: str) -> _Reply:
+        node = self._node(fs_name, path, dfs=False)
+        _check_lease(node, self.headers, blob=True)
+        _check_conditions(node, self.headers)
+        prefix = "x-ms-meta-"
+        node.metadata = {k[len(prefix) :]: v for k, v in self.headers.items() if k.lower().startswith(prefix)}
+        node.metadata.pop("hdi_isfolder", None)
+        node.etag, node.modified = self.server_double._new_etag(), time.time()
+        return _Reply(200, {"ETag": node.etag, "Last-Modified": _http_date(node.modified)})
 
 
 _IDENTITY_PATH = "/msi/token"
