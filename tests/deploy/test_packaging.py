@@ -1,0 +1,50 @@
+"""The built wheel carries what a non-editable install (the Docker image, pip install) needs at run time."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+_NOT_SOURCE = (".git", ".venv", ".cache", ".state", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
+
+
+def test_wheel_install_finds_the_packaged_sample_and_config_schema(tmp_path: Path) -> None:
+    """The embedded-default ``run`` reads ``connector/sample/*.jsonl``; it was missing from the wheel."""
+    # A clean copy: setuptools reuses a build/ folder, which could hold files an earlier build put there.
+    source = tmp_path / "src"
+    shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    probe = (
+        "import connector, pathlib;"
+        "from connector.config import SourceSettings;"
+        "from connector.stream.source import source_path;"
+        "from connector.tools.check_config import SCHEMA_FILE;"
+        "print(pathlib.Path(connector.__file__).parent);"
+        "print(sorted(p.name for p in pathlib.Path(source_path(SourceSettings())).iterdir()));"
+        "print(SCHEMA_FILE.is_file())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={"PYTHONPATH": str(target)},
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    assert out[0] == str(target / "connector")  # the installed copy, not the source tree
+    assert out[1] == "['0001-customers.jsonl', '0002-orders.jsonl']"
+    assert out[2] == "True"
