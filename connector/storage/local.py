@@ -192,9 +192,16 @@ class LocalLease(WriterLease):
     @override
     def release(self) -> None:
         fd, self._fd = self._fd, None
-        if fd is not None:
-            # The file stays: deleting it would let a third instance lock a new file while a second one
+        if fd is None:
+            return
+        try:
+            # Forget the holder while still holding the lock, so a record is always the live holder's. The
+            # file itself stays: deleting it would let a third instance lock a new file while a second one
             # still holds the old, unlinked one.
+            os.ftruncate(fd, 0)
+        except OSError as err:
+            _LOG.warning("could not clear the writer lock %s: %s", self.location, err.strerror)
+        finally:
             os.close(fd)
 
 

@@ -879,6 +879,8 @@ class OneLakeLease(WriterLease):
         if lost:
             return
         try:
+            # Forget the holder while the lease still guards the record, as the local lock file does.
+            self._client.set_metadata({}, lease=self._lease)
             self._lease.release()
         except AzureError as err:
             _LOG.warning("could not release the writer lease on %s: %s", self.location, _describe_failure(err))

@@ -92,6 +92,7 @@ def test_local_lock_file_records_the_holder(tmp_path: Path) -> None:
     assert WriterIdentity.from_fields(json.loads((tmp_path / "writer.lock").read_text())) == holder
     lease.check()
     lease.release()
+    assert (tmp_path / "writer.lock").read_bytes() == b""  # nobody holds it now
     lease.release()  # twice is harmless
     with pytest.raises(WriterFenced):
         lease.check()
@@ -171,6 +172,7 @@ def test_onelake_lease_records_the_holder_in_the_file_metadata(onelake: OneLakeS
         lease.release()
     props = onelake._fs.get_file_client(f"{onelake.location.root}/{LANDING_LOCK}").get_file_properties()
     assert props.lease.state == "available"
+    assert WriterIdentity.from_fields(dict(props.metadata)) is None  # nobody holds it now
 
 
 def test_onelake_lease_file_cannot_be_changed_or_deleted_by_another_party(onelake: OneLakeStorage) -> None:
