@@ -23,6 +23,7 @@ Reads and property look-ups go through the SDK's Blob endpoint (``onelake.blob.f
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import logging
@@ -580,7 +581,13 @@ class OneLakeStorage(Storage):
                 if err.status_code != 409:
                     raise
                 raise self._held_elsewhere(client, path, _code(err)) from None
-            client.set_metadata(holder.as_fields(), lease=lease)
+            try:
+                client.set_metadata(holder.as_fields(), lease=lease)
+            except BaseException:
+                # Not started as the writer: give the lease back rather than block the next start for a minute.
+                with contextlib.suppress(AzureError):
+                    lease.release()
+                raise
         _LOG.info("holding the writer lease on %s as %s", self._display(path), holder.describe())
         return OneLakeLease(self._display(path), client, lease, holder, duration_s, requested)
 
