@@ -61,6 +61,12 @@ DEAD_LETTERS = Counter(
     ["table"],
     registry=REGISTRY,
 )
+READY = Gauge("cdc_mirror_ready", "1 while /readyz answers 200 (see HealthState).", registry=REGISTRY)
+KAFKA_REACHABLE = Gauge(
+    "cdc_mirror_kafka_reachable",
+    "1 while the driver's periodic metadata request reaches a Kafka broker (metrics.broker_check_s).",
+    registry=REGISTRY,
+)
 BUILD_INFO = Gauge("cdc_mirror_build_info", "Connector version.", ["version"], registry=REGISTRY)
 BUILD_INFO.labels(__version__).set(1)
 # Series that exist from the start read as 0 rather than "no data" in dashboards and alerts.
@@ -148,6 +154,7 @@ class HealthState:
     def broker(self, problem: str | None) -> None:
         """The broker check's outcome: ``None`` when a broker answered, else what went wrong."""
         self._broker_problem = problem
+        KAFKA_REACHABLE.set(0 if problem else 1)
 
     def status(self) -> tuple[bool, str]:
         """(ready, reason) as /readyz reports it now."""
@@ -172,6 +179,8 @@ class _QuietHandler(WSGIRequestHandler):
 def serve(port: int, health: HealthState, host: str = "0.0.0.0") -> WSGIServer:  # noqa: S104 - a pod's port
     """Start the HTTP endpoint in a daemon thread; returns the server (``server_port`` is the bound port)."""
     metrics_app = make_wsgi_app(REGISTRY)
+    # Evaluated at each scrape, like /readyz, so a stall shows without waiting for the next batch.
+    READY.set_function(lambda: 1.0 if health.status()[0] else 0.0)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")

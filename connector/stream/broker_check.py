@@ -55,7 +55,7 @@ class BrokerCheck:
         return None
 
     def _loop(self) -> None:
-        while not self._stopped.wait(self._interval_s):
+        while True:
             problem = self.check_once()
             self._health.broker(problem)
             if problem and not self._failing:
@@ -63,3 +63,5 @@ class BrokerCheck:
             elif self._failing and not problem:
                 log.info("kafka brokers %s reachable again", self._bootstrap)
             self._failing = problem is not None
+            if self._stopped.wait(self._interval_s):
+                return

@@ -43,6 +43,9 @@ KNOWN_METRICS = frozenset(
         "cdc_mirror_tables_stopped",
         "cdc_mirror_publish_errors_total",
         "cdc_mirror_build_info",
+        "cdc_mirror_dead_letters_total",
+        "cdc_mirror_ready",
+        "cdc_mirror_kafka_reachable",
     }
 )
 HISTOGRAMS = frozenset({"cdc_mirror_batch_duration_seconds"})

@@ -50,6 +50,11 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
     make_topic(workload.customers.name, 2)
     make_topic(workload.orders.name, 2)
     produce(kafka_bootstrap, workload.records(500))
+    # An undecodable record: under poison_policy dead-letter it goes to the dead-letter folder, and only then
+    # does cdc_mirror_dead_letters_total{table} exist, so the dead-letter panel and alert get data.
+    produce(kafka_bootstrap, [workload.customers.raw(b'{"op":"c","after":')])
+    connector_config = tmp_path / "connector.yaml"
+    connector_config.write_text("mirror:\n  poison_policy: dead-letter\ndead_letter:\n  kind: folder\n")
     metrics_port, prometheus_port = free_port(), free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
@@ -64,6 +69,8 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
             "-m",
             "connector",
             "run",
+            "--config",
+            str(connector_config),
             "--bootstrap-servers",
             kafka_bootstrap,
             "--topics",
@@ -118,6 +125,8 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
         missing = [name for name in sorted(alert_metrics) if not query(prometheus, name)]
         assert missing == [], f"metrics used by alerts without data: {missing}"
         assert query(prometheus, 'up{job="debezium-fabric-mirror"} == 1')
+        assert query(prometheus, 'cdc_mirror_dead_letters_total{table="public.customers"} == 1')
+        assert query(prometheus, "cdc_mirror_ready == 1") and query(prometheus, "cdc_mirror_kafka_reachable == 1")
     finally:
         connector.terminate()
         server.terminate()
