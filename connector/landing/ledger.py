@@ -6,6 +6,10 @@ numbered file, and the table state after the batch), then renames the files into
 batch is redone from scratch; staged files are orphans and are removed) or a plan (which is completed
 exactly as written, whatever the replayed batch computes). So a file number is used once, files of a
 table are continuous, and a replayed batch id never publishes a second copy.
+
+The committed state also remembers, for the last ``SOURCE_HISTORY`` batches, the source offsets each
+one published (what Spark's offsets log held for it): a batch id is only "already published" when
+Spark's checkpoint still gives it the same offsets (``connector.landing.source_offsets``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ STATE_FILE = "ledger/state.json"
 PLANS_FOLDER = "ledger/plans"
 TOAST_FOLDER = "ledger/toast"
 _VERSION = 1
+#: Batches whose source offsets the state keeps. Spark keeps 100 offsets logs by default
+#: (``spark.sql.streaming.minBatchesToRetain``) and only ever re-runs the last one.
+SOURCE_HISTORY = 200
 
 
 @dataclass(frozen=True)
@@ -51,11 +58,35 @@ class TableState:
 
 
 @dataclass(frozen=True)
+class BatchSource:
+    """What one committed batch read from its source: Spark's offsets log lines for it, verbatim.
+
+    For Kafka a line is the end offsets JSON (``{"topic": {"0": 42}}``); the start is the previous
+    batch's end. For the file source it is the file log offset (``{"logOffset": 3}``).
+    """
+
+    batch_id: int
+    offsets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class LedgerState:
-    """The committed state: last batch id and every table's state."""
+    """The committed state: last batch id, every table's state, and the recent batches' source offsets."""
 
     last_committed_batch: int = -1
     tables: dict[str, TableState] = field(default_factory=dict)
+    sources: tuple[BatchSource, ...] = ()
+
+    def source(self, batch_id: int) -> BatchSource | None:
+        """The recorded source offsets of ``batch_id``, ``None`` when not recorded (or too old)."""
+        return next((s for s in self.sources if s.batch_id == batch_id), None)
+
+    def with_source(self, source: BatchSource) -> LedgerState:
+        """A copy recording ``source`` (replacing an entry of the same batch id), keeping the last few."""
+        kept = [s for s in self.sources if s.batch_id != source.batch_id]
+        kept.append(source)
+        kept.sort(key=lambda s: s.batch_id)
+        return replace(self, sources=tuple(kept[-SOURCE_HISTORY:]))
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
@@ -63,6 +94,7 @@ class LedgerState:
             "version": _VERSION,
             "last_committed_batch": self.last_committed_batch,
             "tables": {name: asdict(t) for name, t in sorted(self.tables.items())},
+            "sources": [{"batch_id": s.batch_id, "offsets": list(s.offsets)} for s in self.sources],
         }
 
     @classmethod
@@ -73,7 +105,10 @@ class LedgerState:
             raw = dict(raw)
             raw["key_columns"] = tuple(raw.get("key_columns", ()))
             tables[name] = TableState(**raw)
-        return cls(int(data["last_committed_batch"]), tables)
+        sources = tuple(
+            BatchSource(int(s["batch_id"]), tuple(str(line) for line in s["offsets"])) for s in data.get("sources", ())
+        )
+        return cls(int(data["last_committed_batch"]), tables, sources)
 
 
 @dataclass(frozen=True)
@@ -123,6 +158,7 @@ class BatchLedger:
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
+        self.has_state = False
         self.state = self._load_state()
 
     def _load_state(self) -> LedgerState:
@@ -130,11 +166,15 @@ class BatchLedger:
             raw = self.storage.read_bytes(STATE_FILE)
         except FileNotFoundError:
             return LedgerState()
+        self.has_state = True
         try:
             return LedgerState.from_json(orjson.loads(raw))
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-            msg = f"{self.storage.url}/{STATE_FILE} is unreadable ({exc}); restore it or start a new checkpoint"
-            raise LandingZoneCorrupt(msg) from exc
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            msg = (
+                f"{self.storage.url}/{STATE_FILE} is unreadable ({_first_line(exc)}); restore it from a backup "
+                "of the checkpoint, or start over with a new checkpoint and an emptied landing zone"
+            )
+            raise LandingZoneCorrupt(msg) from None
 
     def pending_plans(self) -> list[BatchPlan]:
         """Plans written but not committed, oldest first (at most one in normal operation)."""
@@ -142,12 +182,25 @@ class BatchLedger:
         for info in self.storage.list_dir(PLANS_FOLDER):
             if info.is_dir or not info.path.endswith(".json"):
                 continue
-            plan = BatchPlan.from_json(orjson.loads(self.storage.read_bytes(info.path)))
+            plan = self._read_plan(info.path)
             if plan.batch_id <= self.state.last_committed_batch:
                 self.storage.delete(info.path)  # committed; the crash came before its plan was removed
                 continue
             plans.append(plan)
         return sorted(plans, key=lambda p: p.batch_id)
+
+    def _read_plan(self, path: str) -> BatchPlan:
+        try:
+            return BatchPlan.from_json(orjson.loads(self.storage.read_bytes(path)))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            # A plan is replaced atomically, so a damaged one was changed outside the connector: which of its
+            # files reached their numbered names is unknown, and guessing could leave a gap or a duplicate.
+            msg = (
+                f"{self.storage.url}/{path} (the plan of an interrupted batch) is unreadable "
+                f"({_first_line(exc)}); restore it from a backup of the checkpoint, or start over with a new "
+                "checkpoint and an emptied landing zone"
+            )
+            raise LandingZoneCorrupt(msg) from None
 
     def write_plan(self, plan: BatchPlan) -> None:
         """Persist ``plan`` before anything of it is published."""
@@ -177,6 +230,11 @@ class BatchLedger:
     def read_toast_snapshot(self, path: str) -> bytes:
         """Read a TOAST store snapshot written by ``write_toast_snapshot``."""
         return self.storage.read_bytes(path)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _plan_path(batch_id: int) -> str:

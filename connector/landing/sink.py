@@ -23,10 +23,11 @@ from connector.landing.collect import CollectContext, Collected, SliceCollector,
 from connector.landing.deadletter import DeadLetter, DeadLetterWriter, dead_letter_in_use
 from connector.landing.encoding import FileFormat
 from connector.landing.layout import TableRef, data_file_name, staged_file_name
-from connector.landing.ledger import BatchLedger, BatchPlan, LedgerState, PlannedFile, TableState
+from connector.landing.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
 from connector.landing.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
 from connector.landing.publisher import digest, highest_number, publish_file, remove_orphans
 from connector.landing.rowmarker import ToastStore, ToastStores
+from connector.landing.source_offsets import check_batch
 from connector.storage.base import Storage, join
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ class MirrorSink:
         self._recovered = False
         self._partner_events_written = False
         self._schemas: dict[str, pa.Schema] = {}
+        self._source: BatchSource | None = None
 
     @property
     def stopped_tables(self) -> dict[str, str]:
@@ -134,6 +136,28 @@ class MirrorSink:
                 log.info("removed %d staged files of an unplanned batch in %s", removed, folder)
         self._recovered = True
         return completed
+
+    def expect_source(self, batch_id: int, spark_offsets: tuple[str, ...] | None, where: str) -> bool:
+        """Check Spark's offsets for ``batch_id`` against the ledger; ``True`` when it was published already.
+
+        A new batch's offsets are recorded with its commit, so a later run can tell whether Spark's
+        checkpoint still matches. Call before ``process_collected`` for every batch Spark runs.
+
+        Raises:
+            LandingZoneCorrupt: the ledger and Spark's checkpoint (``where``) disagree about the batch.
+        """
+        if not self._recovered:
+            self.recover()
+        published = check_batch(self.ledger.state, batch_id, spark_offsets, where)
+        self._source = None if published or spark_offsets is None else BatchSource(batch_id, spark_offsets)
+        return published
+
+    def first_published_file(self) -> str | None:
+        """A table folder holding a numbered file (also processed ones), ``None`` when the landing zone has none."""
+        for folder in self._table_folders():
+            if highest_number(self.landing, folder):
+                return folder
+        return None
 
     def is_committed(self, batch_id: int) -> bool:
         """Whether ``batch_id`` was published and committed already (a replay publishes nothing)."""
@@ -305,7 +329,10 @@ class MirrorSink:
             stopped_ref = refs.get(tid)
             previous = tables.get(tid) or TableState(folder=stopped_ref.folder if stopped_ref else tid)
             tables[tid] = replace(previous, stopped=reason)
-        return BatchPlan(batch_id, tuple(files), LedgerState(batch_id, tables), tuple(sorted(recreate)))
+        new_state = replace(state, last_committed_batch=batch_id, tables=tables)
+        if self._source is not None and self._source.batch_id == batch_id:
+            new_state = new_state.with_source(self._source)
+        return BatchPlan(batch_id, tuple(files), new_state, tuple(sorted(recreate)))
 
     def _table_state(self, tid: str, ref: TableRef, recreate: set[str]) -> TableState:
         known = self.ledger.state.tables.get(tid)
@@ -325,6 +352,19 @@ class MirrorSink:
                 f"{self.landing.url}/{ref.folder} holds file number {highest}, but the ledger's next number is "
                 f"{known.next_number}: another writer is using this landing zone, or the checkpoint is older "
                 "than the landing zone"
+            )
+            raise LandingZoneCorrupt(msg)
+        if highest + 1 < known.next_number:
+            # Mirroring deletes processed files but always keeps the last one (here or in _ProcessedFiles /
+            # _FilesReadyToDelete), so the ledger's last file must be there: without it the next file would
+            # follow a gap that mirroring never fills.
+            found = f"its highest file number is {highest}" if highest else "it holds no numbered file"
+            msg = (
+                f"{self.landing.url}/{ref.folder}: the ledger published files up to number "
+                f"{known.next_number - 1}, but {found} (also counting _ProcessedFiles and _FilesReadyToDelete): "
+                "files were deleted outside the connector or the landing zone was restored from an older copy, "
+                "and the next file would leave a gap; to recover, drop the table folder, remove the table's entry "
+                "from the ledger's state.json and re-snapshot the table in Debezium"
             )
             raise LandingZoneCorrupt(msg)
         return known
@@ -413,7 +453,7 @@ class MirrorSink:
                 entry.files += 1
                 entry.rows += planned.rows
                 entry.bytes += planned.size
-        state = plan.state if not failed else LedgerState(plan.state.last_committed_batch, tables)
+        state = plan.state if not failed else replace(plan.state, tables=tables)
         self.ledger.commit(replace(plan, state=state))
 
     def _table_folders(self) -> list[str]:

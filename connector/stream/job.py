@@ -42,6 +42,7 @@ from connector.stream.records_batch import publish_records_table
 from connector.stream.shutdown import GracefulStop
 from connector.stream.slices import collect_slices
 from connector.stream.source import kafka_jars, stream
+from connector.stream.spark_checkpoint import SparkCheckpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,19 +58,29 @@ class BatchWriter:
     """The ``foreachBatch`` function: one micro-batch → the sink → metrics and one log line."""
 
     def __init__(
-        self, sink: MirrorSink, health: metrics.HealthState, decode_on: str = "driver", columnar: bool = True
+        self,
+        sink: MirrorSink,
+        health: metrics.HealthState,
+        decode_on: str = "driver",
+        columnar: bool = True,
+        *,
+        spark_checkpoint: SparkCheckpoint,
     ) -> None:
         self.sink = sink
         self.health = health
         self.decode_on = decode_on
         self.columnar = columnar
+        self.spark_checkpoint = spark_checkpoint
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Publish micro-batch ``batch_id``; raising fails the query (Spark then retries it on restart)."""
         started = time.monotonic()
         collected = started
         try:
-            if self.sink.is_committed(batch_id):
+            # Spark logged the batch's offsets before calling us: a batch id counts as published only when
+            # the ledger recorded the same offsets for it (else this refuses: never skip unknown records).
+            offsets = self.spark_checkpoint.offsets(batch_id)
+            if self.sink.expect_source(batch_id, offsets, str(self.spark_checkpoint.folder)):
                 # Spark replays the last batch after a crash between our commit and its own.
                 result = self.sink.process_collected(batch_id, [])
             elif self.decode_on == "executors":
@@ -209,6 +220,10 @@ def run(settings: ConnectorSettings) -> int:
         dead_letters=open_dead_letter_writer(settings),
     )
     completed = sink.recover()
+    # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
+    # Spark reuse batch ids the ledger calls published (silent loss), so they must agree before Spark starts.
+    spark_checkpoint = SparkCheckpoint(checkpoint / "spark")
+    spark_checkpoint.verify_ledger(sink.ledger.state)
     metrics.set_stopped(sink.stopped_tables)
     log.info(
         "starting source=%s topics=%s landing_zone=%s checkpoint=%s trigger=%s kafka_options=%s recovered_batches=%d",
@@ -225,7 +240,15 @@ def run(settings: ConnectorSettings) -> int:
     graceful = GracefulStop()
     restore_signals = graceful.install()
     writer = stream(spark, settings).writeStream.foreachBatch(
-        graceful.gate(BatchWriter(sink, health, settings.spark.decode_on, settings.spark.columnar_decode))
+        graceful.gate(
+            BatchWriter(
+                sink,
+                health,
+                settings.spark.decode_on,
+                settings.spark.columnar_decode,
+                spark_checkpoint=spark_checkpoint,
+            )
+        )
     )
     writer = writer.option("checkpointLocation", str(checkpoint / "spark"))
     if settings.trigger == "available-now":

@@ -131,6 +131,7 @@ def bench_stream(args: argparse.Namespace) -> int:
     """Run the benchmark and print its figures; the last line is the one the README records."""
     from connector.stream.job import BatchWriter, spark_session
     from connector.stream.source import stream
+    from connector.stream.spark_checkpoint import SparkCheckpoint
 
     events, partitions = args.events, args.partitions
     topic = f"{BENCH_TOPIC}.{uuid.uuid4().hex[:6]}"
@@ -159,7 +160,13 @@ def bench_stream(args: argparse.Namespace) -> int:
             )
             spark = spark_session(settings)
             sink = MirrorSink(LocalStorage(f"{scratch}/lz"), LocalStorage(f"{scratch}/cp"), settings.mirror)
-            writer = BatchWriter(sink, HealthState(), settings.spark.decode_on, settings.spark.columnar_decode)
+            writer = BatchWriter(
+                sink,
+                HealthState(),
+                settings.spark.decode_on,
+                settings.spark.columnar_decode,
+                spark_checkpoint=SparkCheckpoint(Path(f"{scratch}/cp/spark")),
+            )
             rss: list[float] = []
             jvm_rss: list[float] = []
             # The JVM (driver and, in local mode, the executors) is the gateway process PySpark started.

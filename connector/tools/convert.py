@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connector.config import MirrorSettings, SourceSettings
-from connector.errors import DecodeError
+from connector.errors import DecodeError, LandingZoneCorrupt
 from connector.events import KafkaRecord
 from connector.kcat import kcat_records_table, parse_kcat_line
 from connector.landing.deadletter import DeadLetterWriter
 from connector.landing.fence import WriterFence
+from connector.landing.ledger import STATE_FILE
 from connector.landing.sink import BatchResult, MirrorSink
 from connector.storage import open_storage
 from connector.stream.records_batch import publish_records_table
@@ -95,6 +96,8 @@ def convert(
             source=source,
             dead_letters=dead_letters,
         )
+        if checkpoint:
+            _refuse_lost_ledger(sink, checkpoint)
         for batch_id, (lines, positions) in enumerate(_line_batches(files, batch_size)):
             table = kcat_records_table(lines)
             if table is not None:
@@ -111,6 +114,28 @@ def convert(
                 len(result.tables),
             )
     return summary
+
+
+def _refuse_lost_ledger(sink: MirrorSink, checkpoint: str) -> None:
+    """A checkpoint without ledger state over a landing zone that has files: its ledger was lost.
+
+    Batch ids start at 0 again, so every input would be published a second time after the files present.
+
+    Raises:
+        LandingZoneCorrupt: the landing zone holds files the (missing) ledger would have recorded.
+    """
+    if sink.ledger.has_state:
+        return
+    folder = sink.first_published_file()
+    if folder is None:
+        return
+    msg = (
+        f"checkpoint {checkpoint} has no ledger state ({STATE_FILE}), but the landing zone {sink.landing.url} "
+        f"already holds published files (e.g. in {folder}): converting would publish every input again after "
+        "them (duplicates). Restore the checkpoint's ledger, or convert into an emptied landing zone, or convert "
+        "without --checkpoint to append the inputs after the files present on purpose"
+    )
+    raise LandingZoneCorrupt(msg)
 
 
 def _line_batches(files: list[Path], batch_size: int) -> Iterator[tuple[list[bytes], list[tuple[Path, int]]]]:

@@ -1,0 +1,62 @@
+"""Reads Spark's streaming checkpoint (``<checkpoint>/spark``): which offsets each batch id reads.
+
+Spark writes ``offsets/<id>`` before it runs batch ``<id>`` (``v1``, a metadata line, then one line of
+offsets per source) and ``commits/<id>`` after the batch's ``foreachBatch`` returned. The connector only
+reads them, to check them against its ledger (``connector.landing.source_offsets``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from connector.errors import LandingZoneCorrupt
+from connector.landing.ledger import LedgerState
+from connector.landing.source_offsets import check_start
+
+
+class SparkCheckpoint:
+    """One query's checkpoint folder, read-only."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def offsets(self, batch_id: int) -> tuple[str, ...] | None:
+        """The source offsets lines Spark logged for ``batch_id``; ``None`` when it has no such log."""
+        path = self.folder / "offsets" / str(batch_id)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            msg = f"Spark's offsets log {path} is unreadable ({exc})"
+            raise LandingZoneCorrupt(msg) from None
+        lines = text.split("\n")
+        if len(lines) < 3 or not lines[0].startswith("v"):
+            msg = (
+                f"Spark's offsets log {path} is not one Spark wrote (expected a version line, a metadata line "
+                "and the source offsets)"
+            )
+            raise LandingZoneCorrupt(msg)
+        return tuple(line for line in lines[2:] if line)
+
+    def verify_ledger(self, state: LedgerState) -> None:
+        """Refuse to start when this checkpoint is missing, behind, ahead of, or different from the ledger.
+
+        Raises:
+            LandingZoneCorrupt: they disagree; the message says how and how to recover.
+        """
+        last = state.last_committed_batch
+        offsets = self.offsets(last) if last >= 0 else None
+        check_start(state, offsets, self.last_committed(), str(self.folder))
+
+    def last_committed(self) -> int | None:
+        """The highest batch id in Spark's commit log, ``None`` when it has none."""
+        ids = [int(p.name) for p in _entries(self.folder / "commits")]
+        return max(ids, default=None)
+
+
+def _entries(folder: Path) -> list[Path]:
+    """A log folder's batch files (Hadoop also writes hidden ``.<id>.crc`` checksums and temporary files)."""
+    if not folder.is_dir():
+        return []
+    return [p for p in folder.iterdir() if p.name.isdigit() and p.is_file()]
