@@ -10,9 +10,12 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connector.errors import ConnectorError
+
+if TYPE_CHECKING:
+    from connector.storage import Storage
 
 
 def _env_help(text: str, env: str) -> str:
@@ -185,6 +188,7 @@ def _convert(args: argparse.Namespace) -> int:
     from connector.landing.deadletter import open_dead_letter_writer
     from connector.tools.convert import convert
 
+    _check_landing_zone_url(args.landing_zone)
     overrides = _mirror_overrides(args)
     if args.checkpoint:
         overrides["checkpoint"] = args.checkpoint  # the default dead-letter folder sits beside the ledger
@@ -213,10 +217,9 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from connector.storage import open_storage
     from connector.tools.validate import validate_landing_zone
 
-    problems = validate_landing_zone(open_storage(args.landing_zone))
+    problems = validate_landing_zone(_open_landing_zone(args.landing_zone))
     for problem in problems:
         print(problem)
     if not problems:
@@ -225,10 +228,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from connector.storage import open_storage
     from connector.tools.replay import replay_landing_zone, write_replay
 
-    storage = open_storage(args.landing_zone)
+    storage = _open_landing_zone(args.landing_zone)
     counts = write_replay(storage, args.output)
     for table, rows in sorted(counts.items()):
         print(f"{table}: {rows} rows")
@@ -237,3 +239,17 @@ def _replay(args: argparse.Namespace) -> int:
             print(f"\n== {table} ==")
             print(data.slice(0, args.show).to_pandas().to_string(index=False))
     return 0
+
+
+def _check_landing_zone_url(url: str) -> None:
+    """An empty, SAS-carrying or malformed landing-zone URL is one ``error:`` line, not a traceback."""
+    from connector.stream.preflight import check_landing_zone_url
+
+    check_landing_zone_url(url)
+
+
+def _open_landing_zone(url: str) -> Storage:
+    from connector.storage import open_storage
+
+    _check_landing_zone_url(url)
+    return open_storage(url)

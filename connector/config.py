@@ -7,6 +7,7 @@ resolved only when the Kafka source is built, and shown as ``***`` everywhere el
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -175,6 +176,12 @@ class SourceSettings(_Frozen):
         "key and value), with writer schemas from source.schema_registry.",
     )
     schema_registry: SchemaRegistrySettings = Field(default_factory=SchemaRegistrySettings)
+    connect_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="How long the start-up check waits for a Kafka broker to answer before the job exits "
+        "with an error (Spark's own source would wait for ever).",
+    )
 
     def resolved_kafka_options(self) -> dict[str, str]:
         """Kafka options with secret references resolved, prefixed ``kafka.`` for Spark's source."""
@@ -282,12 +289,11 @@ def load_settings(config_file: str | None = None, **overrides: Any) -> Connector
         ConfigError: with one line per invalid key.
     """
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
     previous = os.environ.pop("_CONNECTOR_CONFIG_FILE", None)
     if config_file:
-        if not Path(config_file).is_file():
-            msg = f"config file {config_file} does not exist"
-            raise ConfigError(msg)
+        _check_yaml_file(config_file)
         os.environ["_CONNECTOR_CONFIG_FILE"] = config_file
     try:
         return ConnectorSettings(**_nest(overrides))
@@ -295,10 +301,64 @@ def load_settings(config_file: str | None = None, **overrides: Any) -> Connector
         lines = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
         msg = "invalid configuration:\n  " + "\n  ".join(lines)
         raise ConfigError(msg) from None
+    except SettingsError as exc:
+        raise ConfigError(_environment_problem(exc)) from None
     finally:
         os.environ.pop("_CONNECTOR_CONFIG_FILE", None)
         if previous is not None:
             os.environ["_CONNECTOR_CONFIG_FILE"] = previous
+
+
+def _check_yaml_file(config_file: str) -> None:
+    """Refuse a config file that is missing, unreadable, not YAML, or not a mapping of settings.
+
+    pydantic-settings would raise the YAML parser's own exception (or a ``dict()`` ``ValueError`` for a
+    list), which names neither the file nor the setting; the operator gets one line naming both instead.
+    """
+    import yaml
+
+    path = Path(config_file)
+    if not path.is_file():
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        msg = f"config file {config_file} {what}"
+        raise ConfigError(msg)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        msg = f"config file {config_file} cannot be read: {reason}"
+        raise ConfigError(msg) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        msg = f"config file {config_file} is not valid YAML{where}: {problem}"
+        raise ConfigError(msg) from None
+    if data is not None and not isinstance(data, dict):
+        msg = (
+            f"config file {config_file} must be a mapping of settings (source:, landing_zone:, ...), "
+            f"found a YAML {type(data).__name__}"
+        )
+        raise ConfigError(msg)
+
+
+def _environment_problem(exc: Exception) -> str:
+    """Name the ``CONNECTOR_*`` variable whose value pydantic-settings could not parse as JSON.
+
+    Its ``SettingsError`` names only the top-level field; the JSON error it wraps holds the raw value, which
+    finds the variable. The value itself is never repeated: it may hold a secret.
+    """
+    cause = exc.__cause__
+    raw = getattr(cause, "doc", None)
+    names = sorted(k for k, v in os.environ.items() if k.upper().startswith("CONNECTOR_") and v == raw)
+    if names and isinstance(cause, json.JSONDecodeError):
+        return (
+            f"environment variable {names[0]} is not valid JSON at line {cause.lineno}, column {cause.colno}: "
+            f"{cause.msg}"
+        )
+    return f"a CONNECTOR_* environment variable cannot be parsed: {exc}"
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:

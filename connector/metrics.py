@@ -6,6 +6,7 @@ schema, never by data.
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -15,6 +16,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 from connector import __version__
+from connector.errors import ConfigError
 from connector.landing.sink import BatchResult
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -171,13 +173,27 @@ class HealthState:
         return True, self.reason
 
 
+def metrics_port_problem(port: int, exc: OSError) -> str:
+    """One line for a metrics port that cannot be bound, naming the port and the settings that choose it."""
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"metrics.port {port} is already in use by another process; choose another "
+            "(--metrics-port, CONNECTOR_METRICS__PORT) or 0 to turn the endpoint off"
+        )
+    return f"metrics.port {port} cannot be listened on: {exc.strerror or type(exc).__name__}"
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
         """Scrapes are not worth a log line each."""
 
 
 def serve(port: int, health: HealthState, host: str = "0.0.0.0") -> WSGIServer:  # noqa: S104 - a pod's port
-    """Start the HTTP endpoint in a daemon thread; returns the server (``server_port`` is the bound port)."""
+    """Start the HTTP endpoint in a daemon thread; returns the server (``server_port`` is the bound port).
+
+    Raises:
+        ConfigError: The port is taken (or not ours to bind); the message names it.
+    """
     metrics_app = make_wsgi_app(REGISTRY)
     # Evaluated at each scrape, like /readyz, so a stall shows without waiting for the next batch.
     READY.set_function(lambda: 1.0 if health.status()[0] else 0.0)
@@ -195,6 +211,9 @@ def serve(port: int, health: HealthState, host: str = "0.0.0.0") -> WSGIServer: 
         result: Iterable[bytes] = metrics_app(environ, start_response)
         return result
 
-    server = make_server(host, port, app, handler_class=_QuietHandler)
+    try:
+        server = make_server(host, port, app, handler_class=_QuietHandler)
+    except OSError as exc:
+        raise ConfigError(metrics_port_problem(port, exc)) from None
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return server

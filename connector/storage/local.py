@@ -9,6 +9,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -46,6 +48,10 @@ class LocalStorage(Storage):
     @override
     def create(self, path: str, data: bytes) -> None:
         target = self._abs(path)
+        with _naming_the_path(target, path, "create"):
+            self._create(target, data)
+
+    def _create(self, target: Path, data: bytes) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         # Write aside, fsync, then link into place: readers never see a partial file.
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".part")
@@ -62,6 +68,10 @@ class LocalStorage(Storage):
     @override
     def replace(self, path: str, data: bytes) -> None:
         target = self._abs(path)
+        with _naming_the_path(target, path, "replace"):
+            self._replace(target, data)
+
+    def _replace(self, target: Path, data: bytes) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".part")
         try:
@@ -79,10 +89,11 @@ class LocalStorage(Storage):
     def rename_new(self, source: str, destination: str) -> None:
         src = self._abs(source)
         dst = self._abs(destination)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.link(src, dst)
-        os.unlink(src)
-        _fsync_dir(dst.parent)
+        with _naming_the_path(dst, destination, "rename_new"):
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.link(src, dst)
+            os.unlink(src)
+            _fsync_dir(dst.parent)
 
     @override
     def size(self, path: str) -> int | None:
@@ -212,6 +223,22 @@ def _read_holder(fd: int) -> WriterIdentity | None:
     except (OSError, ValueError):
         return None
     return WriterIdentity.from_fields(fields) if isinstance(fields, dict) else None
+
+
+@contextmanager
+def _naming_the_path(target: Path, path: str, operation: str) -> Iterator[None]:
+    """Turn an ``OSError`` of a write (a full disk, a read-only mount) into a ``StorageError`` naming the file.
+
+    Python's ``ENOSPC`` says only "No space left on device", and an ``fsync`` error names no file at all.
+    ``FileExistsError`` and ``FileNotFoundError`` pass unchanged: the ``Storage`` contract branches on them.
+    """
+    try:
+        yield
+    except (FileExistsError, FileNotFoundError):
+        raise
+    except OSError as err:
+        msg = f"cannot write {target} ({operation}): {err.strerror or type(err).__name__}"
+        raise StorageError(msg, path=path, operation=operation) from None
 
 
 def _fsync_dir(folder: Path) -> None:

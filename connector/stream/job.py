@@ -38,6 +38,8 @@ from connector.landing.fence import WriterFence
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
 from connector.stream.broker_check import BrokerCheck
+from connector.stream.preflight import check_before_spark
+from connector.stream.query_failure import explain_query_failure
 from connector.stream.records_batch import publish_records_table
 from connector.stream.shutdown import GracefulStop
 from connector.stream.slices import collect_slices
@@ -199,6 +201,7 @@ def run(settings: ConnectorSettings) -> int:
     if is_remote(settings.checkpoint):
         msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
         raise ConfigError(msg)
+    check_before_spark(settings)
     health = metrics.HealthState(stall_after_s=settings.metrics.stall_after_s)
     if settings.metrics.port:
         server = metrics.serve(settings.metrics.port, health)
@@ -306,6 +309,9 @@ def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.Health
             )
     exception = query.exception()
     if exception is not None and not graceful.explains(exception):
+        known = explain_query_failure(str(exception))
+        if known is not None:
+            raise known from None
         msg = f"streaming query failed: {exception}"
         raise RuntimeError(msg)
 
@@ -352,6 +358,9 @@ def _terminated(query: StreamingQuery, graceful: GracefulStop) -> bool:
         # request is the stop itself, anything else is ``_watch``'s to report.
         if graceful.explains(exc):
             return True
+        known = explain_query_failure(str(exc))
+        if known is not None:
+            raise known from None
         raise
 
 

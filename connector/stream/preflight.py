@@ -1,0 +1,223 @@
+"""Checks ``run`` makes before Spark starts, so a bad setting costs a second and one ``error:`` line.
+
+Spark takes seconds to start, and then reports most problems as a JVM stack trace, or not at all: its
+Kafka source waits for ever on a broker that never answers (an ``available-now`` run never ends), and a
+landing zone that is a file fails only at the first batch. Everything that can be known from the
+settings, the local filesystem and one Kafka metadata request is checked here first; each failure is a
+``ConfigError`` whose message names the setting and the path, URL, port or broker, never a secret.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from connector.config import ConnectorSettings, SourceSettings
+from connector.errors import ConfigError
+from connector.kafka_client import client_security_options
+from connector.metrics import metrics_port_problem
+from connector.storage import is_remote
+from connector.storage.base import TEMP_PREFIX
+from connector.stream.source import kafka_jars, source_path
+
+log = logging.getLogger("connector.run")
+
+#: librdkafka errors that retrying does not cure: the brokers answer, but refuse this client.
+_REFUSALS = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._SSL,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    }
+)
+#: librdkafka options whose values are secrets, scrubbed from any broker message quoted in an error.
+_SECRET_OPTIONS = ("sasl.password", "ssl.key.password", "sasl.oauthbearer.client.secret")
+#: How long one metadata request may wait, so a refusal reported meanwhile is seen early.
+_ATTEMPT_S = 2.0
+
+
+def check_before_spark(settings: ConnectorSettings) -> None:
+    """Check the landing zone, the checkpoint, the metrics port and the source before Spark starts.
+
+    Local checks come first: they take milliseconds, the Kafka check up to ``source.connect_timeout_s``.
+
+    Raises:
+        ConfigError: The first problem found, naming the setting and what it points at.
+    """
+    check_landing_zone_url(settings.landing_zone.url)
+    if not is_remote(settings.landing_zone.url):
+        check_local_folder(settings.landing_zone.url, "landing_zone.url")
+    check_local_folder(settings.checkpoint, "checkpoint")
+    check_metrics_port(settings.metrics.port)
+    source = settings.source
+    if source.kind == "files":
+        source_path(source)
+        return
+    if not source.bootstrap_servers:
+        msg = "source.bootstrap_servers is required for source.kind=kafka (--bootstrap-servers)"
+        raise ConfigError(msg)
+    kafka_jars()
+    check_kafka(source, settings.trigger)
+
+
+def check_landing_zone_url(url: str) -> None:
+    """Refuse an empty landing zone, a URL with a SAS token, and a URL the OneLake backend cannot parse.
+
+    An empty setting used to mean "the current directory": the job then wrote table folders wherever it
+    was started. A SAS token would travel into logs with the URL; the storage backend authenticates with
+    an identity (``landing_zone.credential``) instead.
+    """
+    if not url.strip():
+        msg = "landing_zone.url is empty; give a local folder or a OneLake URL (--landing-zone)"
+        raise ConfigError(msg)
+    if not is_remote(url):
+        return
+    parts = urlsplit(url.strip())
+    if parts.query or parts.fragment:
+        shown = f"{parts.scheme}://{parts.netloc}{parts.path}"
+        msg = (
+            f"landing_zone.url {shown} carries a query string (a SAS token?), which is not accepted: it would "
+            "be logged with the URL. Remove it and use a credential instead (landing_zone.credential: "
+            "workload_identity, managed_identity, client_secret, client_certificate or default)"
+        )
+        raise ConfigError(msg)
+    from connector.storage.onelake import parse_location
+
+    try:
+        parse_location(url)
+    except ValueError as exc:
+        msg = f"landing_zone.url {url.strip()} is not a landing-zone URL: {exc}"
+        raise ConfigError(msg) from None
+
+
+def check_local_folder(folder: str, setting: str) -> None:
+    """Make sure ``folder`` is a folder this process can write, creating it when missing.
+
+    Probes with a real write (a ``_tmp_`` file, which open mirroring ignores and start-up clean-up
+    removes): permission bits do not tell a read-only mount, a full disk or an ACL.
+    """
+    if not folder.strip():
+        msg = f"{setting} is empty; give a folder"
+        raise ConfigError(msg)
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        msg = f"{setting} {path} is a file, not a folder"
+        raise ConfigError(msg)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"{setting} {path} cannot be created: {_reason(exc)}"
+        raise ConfigError(msg) from None
+    try:
+        handle, probe = tempfile.mkstemp(dir=path, prefix=f"{TEMP_PREFIX}preflight_")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        msg = f"{setting} {path} is not writable: {_reason(exc)}"
+        raise ConfigError(msg) from None
+
+
+def check_metrics_port(port: int) -> None:
+    """Refuse a metrics port another process listens on (the endpoint would fail only after start-up)."""
+    if not port:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the metrics server binds: a port in TIME_WAIT is free, one with a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))  # noqa: S104 - the address the metrics server binds
+        except OSError as exc:
+            raise ConfigError(metrics_port_problem(port, exc)) from None
+
+
+def check_kafka(source: SourceSettings, trigger: str) -> None:
+    """One metadata request with the source's own security settings, bounded by ``source.connect_timeout_s``.
+
+    Spark's Kafka source waits for ever on brokers that do not answer and reports refused credentials
+    only as a JVM stack trace. librdkafka reports a refusal through the error callback while the request
+    is pending, so the wait is cut into short attempts and a refusal ends it at once.
+
+    Raises:
+        ConfigError: No broker answered in time, or the brokers refused the client's credentials.
+    """
+    bootstrap = str(source.bootstrap_servers)
+    options, skipped = client_security_options(source)
+    if skipped:
+        log.warning(
+            "start-up Kafka check: source.kafka_options %s have no librdkafka form; checking without them",
+            ", ".join(sorted(skipped)),
+        )
+    reported: list[KafkaError] = []
+    admin = AdminClient(
+        {
+            **options,
+            "bootstrap.servers": bootstrap,
+            "error_cb": reported.append,
+            # Errors arrive through error_cb; librdkafka's own log would repeat them on stderr.
+            "log_level": 0,
+        }
+    )
+    timeout_s = source.connect_timeout_s
+    deadline = time.monotonic() + timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            metadata = admin.list_topics(timeout=max(0.1, min(_ATTEMPT_S, remaining)))
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError):
+                reported.append(error)
+        else:
+            if metadata.brokers:
+                break
+        admin.poll(0)  # serves error_cb
+        refusal = next((e for e in reported if e.code() in _REFUSALS), None)
+        if refusal is not None:
+            msg = (
+                f"Kafka broker {bootstrap} refused the connector "
+                f"(security.protocol={options.get('security.protocol', 'PLAINTEXT')}, "
+                f"sasl.mechanism={options.get('sasl.mechanism') or options.get('sasl.mechanisms') or 'none'}): "
+                f"{_scrub(refusal.str(), options)}; check source.kafka_options"
+            )
+            raise ConfigError(msg)
+        if time.monotonic() >= deadline:
+            last = _scrub(reported[-1].str(), options) if reported else "no answer"
+            msg = f"no Kafka broker of {bootstrap} answered within {timeout_s:g}s (source.connect_timeout_s): {last}"
+            raise ConfigError(msg)
+    _warn_when_no_topic_matches(source.topics, list(metadata.topics), bootstrap, trigger)
+
+
+def _warn_when_no_topic_matches(pattern: str, topics: list[str], bootstrap: str, trigger: str) -> None:
+    """A pattern that matches nothing yet is normal before Debezium's first snapshot: a warning, not an error."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error:
+        return  # a Java-only construct: Spark judges it
+    if any(compiled.fullmatch(topic) for topic in topics):
+        return
+    outcome = "this run will find nothing to do" if trigger == "available-now" else "waiting for one to appear"
+    log.warning("no topic on %s matches source.topics %r yet; %s", bootstrap, pattern, outcome)
+
+
+def _scrub(text: str, options: dict[str, object]) -> str:
+    """Remove any configured secret from a broker or librdkafka message before it is shown."""
+    for name in _SECRET_OPTIONS:
+        value = options.get(name)
+        if isinstance(value, str) and value:
+            text = text.replace(value, "***")
+    return text
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__

@@ -1,0 +1,112 @@
+"""A failed streaming query's JVM exception text, turned into one line an operator can act on.
+
+When the query fails, PySpark hands the driver one long exception text: Spark's error, the JVM stack, and
+for a failure inside ``foreachBatch`` the Python traceback too. The few failures with a known cause and a
+known recovery are picked out here by their stable wording (Spark's ``KAFKA_DATA_LOSS`` conditions, the
+Kafka client's authentication errors, the connector's own errors raised in the batch); anything else stays
+a full report for a person to read.
+"""
+
+from __future__ import annotations
+
+import re
+
+from connector.errors import ConnectorError
+
+
+class SourceDataLost(ConnectorError):
+    """Records the checkpoint still has to read are gone from Kafka (retention, deleted records or topic).
+
+    The job stops instead of skipping them (``failOnDataLoss`` is on): the mirror would silently lack
+    their changes. The message names ``topic[partition]@offset`` and the ways to recover.
+    """
+
+
+class SourceRefused(ConnectorError):
+    """The Kafka brokers refused the job's credentials while the query ran."""
+
+
+class BatchFailed(ConnectorError):
+    """A connector error raised inside ``foreachBatch``, carried out of Spark as text."""
+
+
+_RECOVERY = (
+    "Recovery: these changes can no longer be read from Kafka, so the affected tables must be re-snapshotted "
+    "(a Debezium incremental snapshot, or snapshot.mode initial) into a new landing zone with a new checkpoint "
+    "(source.starting_offsets: earliest); raise the topic's retention.ms so the connector's lag cannot outrun it "
+    "again"
+)
+
+# (pattern, how to read topic, partition and offset from its groups), most specific first. Kafka's
+# TopicPartition prints as "<topic>-<partition>"; topic names may contain '-', the partition is the last part.
+_DATA_LOSS_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"Cannot fetch offset (?P<offset>\d+) \(GroupId: [^,]*, TopicPartition: (?P<tp>\S+?)\)"), "fetch"),
+    (re.compile(r"Starting offset for (?P<tp>\S+) was (?P<offset>\d+) but consumer reset to (?P<to>\d+)"), "reset"),
+    (
+        re.compile(r"Partition (?P<tp>\S+)'?s? offset was changed from (?P<offset>\d+) to (?P<to>\d+)"),
+        "changed",
+    ),
+    (
+        re.compile(
+            r"Could not read records in offset \[(?P<offset>\d+), (?P<to>\d+)\) for topic partition (?P<tp>\S+)"
+        ),
+        "range",
+    ),
+    (re.compile(r"Added partition (?P<tp>\S+) starts from (?P<offset>\d+)"), "added"),
+)
+_DATA_LOSS_MARKERS = ("KAFKA_DATA_LOSS", "Some data may have been lost", "OffsetOutOfRangeException")
+_AUTH_MARKERS = ("SaslAuthenticationException", "AuthenticationException", "SslAuthenticationException")
+# A connector exception at the end of a Python traceback inside the JVM text:
+# "connector.storage.errors.StorageError: cannot write ...".
+_CONNECTOR_ERROR_LINE = re.compile(r"^(?P<type>connector(?:\.\w+)+?\.(?P<name>\w+)): (?P<message>.+)$", re.MULTILINE)
+
+
+def explain_query_failure(text: str) -> ConnectorError | None:
+    """The connector error that ``text`` (a failed query's exception) amounts to, or ``None`` when unknown."""
+    if any(marker in text for marker in _DATA_LOSS_MARKERS):
+        return SourceDataLost(_data_loss_message(text))
+    auth = next((marker for marker in _AUTH_MARKERS if marker in text), None)
+    if auth is not None:
+        detail = _line_after(text, auth)
+        return SourceRefused(
+            f"the Kafka brokers refused the job's credentials ({auth}{': ' + detail if detail else ''}); "
+            "check source.kafka_options (security.protocol, sasl.mechanism, sasl.jaas.config)"
+        )
+    raised = list(_CONNECTOR_ERROR_LINE.finditer(text))
+    if raised:
+        last = raised[-1]
+        return BatchFailed(f"{last['message'].strip()} ({last['name']} in a micro-batch)")
+    return None
+
+
+def _data_loss_message(text: str) -> str:
+    for pattern, kind in _DATA_LOSS_PATTERNS:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        topic, partition = _split_topic_partition(match["tp"])
+        where = f"{topic}[{partition}]@{match['offset']}"
+        if kind == "reset" or kind == "changed":
+            detail = f"the log now starts at offset {match['to']}"
+        elif kind == "range":
+            detail = f"offsets [{match['offset']}, {match['to']}) cannot be read"
+        elif kind == "added":
+            detail = "a new partition does not start at offset 0"
+        else:
+            detail = "the offset is no longer in the log"
+        return f"Kafka data lost at {where}: {detail} (aged out by retention, or deleted). {_RECOVERY}"
+    partitions = re.search(r"(?:Cannot find initial offsets for partitions|Partitions) (\S.*?)(?: have been|\.)", text)
+    where = f" ({partitions[1]})" if partitions else ""
+    return f"Kafka data lost{where}: records the checkpoint has yet to read are gone from Kafka. {_RECOVERY}"
+
+
+def _split_topic_partition(text: str) -> tuple[str, str]:
+    """``orders-db.public.orders-3`` → (``orders-db.public.orders``, ``3``)."""
+    topic, _, partition = text.strip(".,;)").rpartition("-")
+    return (topic, partition) if partition.isdigit() else (text, "?")
+
+
+def _line_after(text: str, marker: str) -> str:
+    """The rest of the line that names ``marker``, after ``marker:``."""
+    match = re.search(re.escape(marker) + r":\s*(.+)", text)
+    return match[1].strip()[:300] if match else ""

@@ -1,0 +1,278 @@
+"""Bad settings and broken surroundings end ``python -m connector`` with one ``error:`` line and exit 2.
+
+Each case used to end in a Python traceback (or, for an unreachable broker, never end), and several only
+after Spark had started. The command runs as its own process, as an operator runs it; the line must name
+what to fix (file, variable, URL, path, port, broker) and never a secret. Every ``run`` case here is
+refused before Spark starts, so none of them starts a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from connector.storage.errors import StorageError
+from connector.storage.local import LocalStorage
+from connector.stream.query_failure import BatchFailed, SourceDataLost, explain_query_failure
+from tests.support.kafka import REPO_ROOT
+
+SAMPLE = REPO_ROOT / "connector" / "sample"
+# Bounded by the checks themselves; this only keeps a regression (a hang) from blocking the suite.
+HANG_GUARD_S = 180
+
+
+def connector(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, list[str], str]:
+    """Run ``python -m connector ARGS``; return (exit code, the ``error:`` lines, all of stderr)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CONNECTOR_")}
+    environment["PYTHONPATH"] = str(REPO_ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "connector", *args],
+        cwd=cwd or REPO_ROOT,
+        env={**environment, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    return result.returncode, errors, result.stderr
+
+
+def assert_one_error(outcome: tuple[int, list[str], str], *named: str) -> str:
+    code, errors, stderr = outcome
+    assert "Traceback" not in stderr, stderr
+    assert code == 2, stderr
+    assert len(errors) == 1, stderr
+    for text in named:
+        assert text in errors[0], errors[0]
+    return errors[0]
+
+
+def run_args(tmp_path: Path, *extra: str) -> list[str]:
+    """A ``run`` of the embedded sample that would work: each test breaks one thing."""
+    return [
+        "run",
+        "--trigger",
+        "available-now",
+        "--metrics-port",
+        "0",
+        "--landing-zone",
+        str(tmp_path / "lz"),
+        "--checkpoint",
+        str(tmp_path / "ckpt"),
+        *extra,
+    ]
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def mount_tmpfs(tmp_path: Path) -> Iterator[object]:
+    """Return ``mount(size, read_only)``: a real small or read-only filesystem (needs root, as in CI)."""
+    mounted: list[Path] = []
+
+    def mount(size: str = "1m", read_only: bool = False) -> Path:
+        point = tmp_path / f"fs{len(mounted)}"
+        point.mkdir()
+        options = f"size={size}" + (",ro" if read_only else "")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in mounted:
+        subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+# --- configuration file and environment -------------------------------------------------------------
+
+
+def test_invalid_yaml_names_the_file_and_line(tmp_path: Path) -> None:
+    config = tmp_path / "broken.yaml"
+    config.write_text("source:\n  topics: [unclosed\n")
+    line = assert_one_error(connector(*run_args(tmp_path), "--config", str(config)), str(config), "line")
+    assert "not valid YAML" in line
+
+
+def test_yaml_that_is_not_a_mapping_names_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "list.yaml"
+    config.write_text("- source\n- landing_zone\n")
+    assert_one_error(connector(*run_args(tmp_path), "--config", str(config)), str(config), "mapping")
+
+
+def test_config_that_is_a_folder_names_it(tmp_path: Path) -> None:
+    assert_one_error(connector(*run_args(tmp_path), "--config", str(tmp_path)), str(tmp_path), "is a folder")
+
+
+def test_bad_json_in_an_environment_variable_names_the_variable_not_the_value(tmp_path: Path) -> None:
+    value = '{"sasl.jaas.config": "password=hunter2-planted" '  # unterminated object
+    line = assert_one_error(
+        connector(*run_args(tmp_path), env={"CONNECTOR_SOURCE__KAFKA_OPTIONS": value}),
+        "CONNECTOR_SOURCE__KAFKA_OPTIONS",
+        "not valid JSON",
+    )
+    assert "hunter2" not in line
+
+
+def test_convert_reads_the_same_checks(tmp_path: Path) -> None:
+    config = tmp_path / "scalar.yaml"
+    config.write_text("just text\n")
+    outcome = connector(
+        "convert", "--input", str(SAMPLE), "--landing-zone", str(tmp_path / "lz"), "--config", str(config)
+    )
+    assert_one_error(outcome, str(config))
+
+
+# --- landing zone URL -------------------------------------------------------------------------------
+
+
+def test_sas_token_in_the_landing_zone_url_is_refused_without_showing_it(tmp_path: Path) -> None:
+    url = "https://onelake.dfs.fabric.microsoft.com/ws/item.MountedRelationalDatabase/Files/LandingZone"
+    sas = "?sv=2024-05-04&se=2030-01-01&sp=rwdl&sig=PLANTEDsignature%3D"
+    line = assert_one_error(
+        connector(*run_args(tmp_path, "--landing-zone", url + sas)), "landing_zone.url", url, "credential"
+    )
+    assert "PLANTED" not in line and "sig=" not in line
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com/container/folder",
+        "https://onelake.dfs.fabric.microsoft.com/ws/item/Tables/x",
+        "abfss://onelake.dfs.fabric.microsoft.com/item/Files",
+    ],
+)
+def test_malformed_landing_zone_url_is_named(tmp_path: Path, url: str) -> None:
+    assert_one_error(connector(*run_args(tmp_path, "--landing-zone", url)), "landing_zone.url", url)
+
+
+def test_validate_of_a_malformed_url_is_one_line(tmp_path: Path) -> None:
+    url = "https://example.com/container/folder"
+    assert_one_error(connector("validate", url), url)
+
+
+def test_empty_landing_zone_is_refused_and_nothing_is_written_to_the_current_directory(tmp_path: Path) -> None:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    outcome = connector(*run_args(tmp_path, "--landing-zone", ""), cwd=cwd)
+    assert_one_error(outcome, "landing_zone.url is empty")
+    assert list(cwd.iterdir()) == []
+
+
+# --- local folders ---------------------------------------------------------------------------------
+
+
+def test_checkpoint_that_is_a_file_is_named(tmp_path: Path) -> None:
+    target = tmp_path / "ckpt-file"
+    target.write_text("not a folder")
+    line = assert_one_error(connector(*run_args(tmp_path, "--checkpoint", str(target))), str(target))
+    assert line.startswith("error: checkpoint ") and "is a file" in line
+
+
+def test_landing_zone_that_is_a_file_is_named(tmp_path: Path) -> None:
+    target = tmp_path / "lz-file"
+    target.write_text("not a folder")
+    line = assert_one_error(connector(*run_args(tmp_path, "--landing-zone", str(target))), str(target))
+    assert "landing_zone.url" in line and "is a file" in line
+
+
+def test_checkpoint_that_cannot_be_created_is_named(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    target = blocker / "ckpt"
+    line = assert_one_error(connector(*run_args(tmp_path, "--checkpoint", str(target))), str(target))
+    assert "cannot be created" in line
+
+
+def test_checkpoint_on_a_read_only_filesystem_is_named(tmp_path: Path, mount_tmpfs: object) -> None:
+    read_only = mount_tmpfs(read_only=True)  # type: ignore[operator]
+    line = assert_one_error(connector(*run_args(tmp_path, "--checkpoint", str(read_only))), str(read_only))
+    assert "not writable" in line and "Read-only file system" in line
+
+
+def test_full_disk_names_the_file_being_written(tmp_path: Path, mount_tmpfs: object) -> None:
+    full = mount_tmpfs(size="8k")  # type: ignore[operator]
+    (full / "filler").write_bytes(b"x" * 4096)  # leaves one page: the lock file fits, the data does not
+    outcome = connector("convert", "--input", str(SAMPLE), "--landing-zone", str(full / "lz"))
+    line = assert_one_error(outcome, str(full / "lz"), "No space left on device")
+    assert "cannot write" in line
+
+
+def test_local_storage_write_errors_carry_the_path(tmp_path: Path, mount_tmpfs: object) -> None:
+    full = mount_tmpfs(size="16k")  # type: ignore[operator]
+    storage = LocalStorage(full)
+    with pytest.raises(StorageError) as info:
+        storage.create("dbo.schema/t/00000000000000000001.parquet", b"x" * 65536)
+    assert str(full / "dbo.schema/t/00000000000000000001.parquet") in str(info.value)
+    assert "No space left on device" in str(info.value)
+    storage.create("small", b"x")  # the contract's own errors are untouched
+    with pytest.raises(FileExistsError):
+        storage.create("small", b"y")
+
+
+# --- metrics port and Kafka -------------------------------------------------------------------------
+
+
+def test_metrics_port_in_use_is_named(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))  # noqa: S104 - as the metrics server binds
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = run_args(tmp_path)
+        args[args.index("--metrics-port") + 1] = str(port)
+        line = assert_one_error(connector(*args), f"metrics.port {port}")
+    assert "already in use" in line
+
+
+def test_available_now_against_a_broker_that_is_down_exits_in_bounded_time(tmp_path: Path) -> None:
+    bootstrap = f"127.0.0.1:{closed_port()}"
+    outcome = connector(
+        *run_args(tmp_path, "--bootstrap-servers", bootstrap, "--topics", "dbserver1\\..*"),
+        env={"CONNECTOR_SOURCE__CONNECT_TIMEOUT_S": "3"},
+    )
+    line = assert_one_error(outcome, bootstrap, "source.connect_timeout_s")
+    assert "no Kafka broker" in line
+    assert not (tmp_path / "ckpt" / "spark").exists()  # refused before Spark started
+
+
+# --- failures of a running query ------------------------------------------------------------------
+
+
+def test_spark_data_loss_text_becomes_topic_partition_offset() -> None:
+    text = (
+        "org.apache.spark.sql.streaming.StreamingQueryException: [STREAM_FAILED] Query terminated with "
+        "exception: Job aborted due to stage failure: ... java.lang.IllegalStateException: Cannot fetch offset "
+        "1200 (GroupId: spark-kafka-source-1234-executor, TopicPartition: dbserver1.public.orders-3). "
+        "Some data may have been lost because they are not available in Kafka any more; ..."
+    )
+    error = explain_query_failure(text)
+    assert isinstance(error, SourceDataLost)
+    assert "dbserver1.public.orders[3]@1200" in str(error)
+    assert "snapshot" in str(error) and "\n" not in str(error)
+
+
+def test_connector_error_raised_in_a_batch_is_one_line() -> None:
+    text = (
+        "py4j.Py4JException: An exception was raised by the Python Proxy. Return Message: Traceback (most "
+        'recent call last):\n  File "/x/sink.py", line 10, in publish\n'
+        "connector.storage.errors.StorageError: cannot write /lz/t/_tmp_1.part (create): No space left on device\n"
+        "\tat py4j.Protocol.getReturnValue(Protocol.java:476)"
+    )
+    error = explain_query_failure(text)
+    assert isinstance(error, BatchFailed)
+    assert str(error).startswith("cannot write /lz/t/_tmp_1.part (create): No space left on device")
+    assert explain_query_failure("java.lang.OutOfMemoryError: Java heap space") is None
