@@ -6,8 +6,8 @@
 #                                    comma-joined on stdout (usable as spark.jars)
 #
 # Sets are the poms under deploy/local/maven/<name>/pom.xml (kafka, spark-kafka, connect-debezium,
-# connect-avro, apicurio-registry). A dependency of type zip (an application assembly, e.g. the
-# apicurio-registry set) is unpacked into the set's directory instead of being kept as a zip.
+# connect-debezium-mariadb, connect-avro, apicurio-registry). A dependency of type zip (an application
+# assembly, e.g. the apicurio-registry set) is unpacked into the set's directory instead of being kept as a zip.
 # Progress and Maven output go to stderr.
 set -euo pipefail
 

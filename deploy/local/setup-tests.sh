@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh machine, idempotently:
-#   Debian packages (PostgreSQL for the end-to-end stack, Prometheus for promtool and the server),
+#   Debian packages (PostgreSQL and MariaDB for the end-to-end stacks, Prometheus for promtool and the server),
 #   the project in .venv with its test extras, the jar sets from Maven Central (Kafka broker,
-#   Spark's Kafka source, Kafka Connect + Debezium, Apicurio's Avro converter for Connect, and the
-#   Apicurio Registry application for deploy/local/registry.sh) and helm built from the Go module proxy.
+#   Spark's Kafka source, Kafka Connect + Debezium (Postgres; MariaDB in a set of its own), Apicurio's
+#   Avro converter for Connect, and the Apicurio Registry application for deploy/local/registry.sh) and
+#   helm built from the Go module proxy.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -13,6 +14,7 @@ log() { printf '[setup-tests] %s\n' "$*" >&2; }
 missing=()
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql postgresql-contrib)
 command -v promtool >/dev/null || missing+=(prometheus)
+command -v mariadb-install-db >/dev/null || missing+=(mariadb-server mariadb-client)
 if ((${#missing[@]})); then
   log "apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -23,6 +25,15 @@ if ((${#missing[@]})); then
   fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Likewise mariadb-server's service (port 3306, /var/lib/mysql): deploy/local/stack-mariadb.sh runs its own.
+  if [[ " ${missing[*]} " == *" mariadb-server "* ]]; then
+    if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+      systemctl disable --now mariadb.service >/dev/null 2>&1 || true
+    elif [[ -x /etc/init.d/mariadb ]]; then
+      /etc/init.d/mariadb stop >/dev/null 2>&1 || true
+      update-rc.d mariadb disable >/dev/null 2>&1 || true
+    fi
+  fi
 fi
 
 if [[ ! -x .venv/bin/python ]]; then
@@ -34,7 +45,7 @@ log "pip install -e .[test]"
 .venv/bin/pip install -q -e ".[test]"
 
 log "jar sets from Maven Central"
-bash deploy/local/fetch-jars.sh kafka spark-kafka connect-debezium connect-avro apicurio-registry
+bash deploy/local/fetch-jars.sh kafka spark-kafka connect-debezium connect-debezium-mariadb connect-avro apicurio-registry
 
 log "helm and promtool"
 bash deploy/local/tools.sh all

@@ -19,6 +19,9 @@
 #       Apicurio's AvroConverter (jar set connect-avro) set on the connector, in Confluent-compatible
 #       mode: key and value are magic byte 0 + 4-byte big-endian schema id + Avro binary, the id is the
 #       one schema.registry.url/schemas/ids/ID resolves; subjects are TOPIC-key / TOPIC-value.
+#   stack.sh up --source mariadb [--init-sql FILE]
+#       the MariaDB stack instead (deploy/local/stack-mariadb.sh; it prints mariadb=mysql://... in place of
+#       postgres=); every later command on that STATE_DIR goes to stack-mariadb.sh too
 #   stack.sh register-connector NAME PREFIX json|avro
 #       register one more Debezium connector on the running stack (same database and schemas, its own
 #       replication slot, publication and topic prefix PREFIX), e.g. an Avro twin of a JSON connector
@@ -621,6 +624,8 @@ cmd_up() {
       --init-sql) init_sql=${2:?--init-sql needs a file}; shift 2 ;;
       --init-sql=*) init_sql=${1#*=}; shift ;;
       --avro) converter=avro; shift ;;
+      --source) shift 2 ;; # postgres: delegate_source has sent mariadb to stack-mariadb.sh
+      --source=*) shift ;;
       --converter) converter=${2:?--converter needs json or avro}; shift 2 ;;
       --converter=*) converter=${1#*=}; shift ;;
       *) usage ;;
@@ -770,7 +775,33 @@ cmd_env() {
   print_env
 }
 
+# `up --source mariadb`, and any command on a state dir the MariaDB stack made, run stack-mariadb.sh.
+delegate_source() {
+  local -a rest=()
+  local source=postgres
+  [[ -f $STATE_DIR/mariadb/my.cnf ]] && source=mariadb
+  if [[ ${1:-} == up ]]; then
+    rest=(up)
+    shift
+    while [[ $# -gt 0 ]]; do
+      case $1 in
+        --source) source=${2:?--source needs postgres or mariadb}; shift 2 ;;
+        --source=*) source=${1#*=}; shift ;;
+        *) rest+=("$1"); shift ;;
+      esac
+    done
+  else
+    rest=("$@")
+  fi
+  case $source in
+    postgres) return 0 ;;
+    mariadb | mysql) exec env STATE_DIR="$STATE_DIR" bash "$SCRIPT_DIR/stack-mariadb.sh" "${rest[@]}" ;;
+    *) die "--source is postgres or mariadb, got '$source'" ;;
+  esac
+}
+
 main() {
+  delegate_source "$@"
   case ${1:-} in
     up) shift; cmd_up "$@" ;;
     register-connector) shift; cmd_register_connector "$@" ;;
