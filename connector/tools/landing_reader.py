@@ -15,13 +15,14 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from connector.errors import LandingZoneCorrupt
+from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing.layout import (
     METADATA_FILE,
@@ -31,6 +32,7 @@ from connector.landing.layout import (
     parse_data_file_name,
 )
 from connector.storage.base import Storage, join
+from connector.storage.local import LocalStorage
 
 
 def arrow_owned(data: bytes) -> pa.Buffer:
@@ -155,23 +157,43 @@ def is_leftover(name: str) -> bool:
     return name.startswith((STAGED_PREFIX, TMP_PREFIX))
 
 
+_NOT_TABLE_PREFIXES = ("_", ".")
+
+
+def require_landing_zone(storage: Storage, url: str) -> None:
+    """Refuse a local landing zone that does not exist, instead of reading it as one without tables.
+
+    A mistyped path would otherwise "validate" and "replay" as an empty, valid landing zone. Remote
+    landing zones are not checked here: their folder is created with the mirrored database, and a
+    wrong URL already fails when it is listed.
+
+    Raises:
+        ConfigError: ``url`` names a local path that is not a directory.
+    """
+    if isinstance(storage, LocalStorage) and not Path(url).is_dir():
+        what = "is not a directory" if Path(url).exists() else "does not exist"
+        msg = f"landing zone {url} {what}"
+        raise ConfigError(msg)
+
+
 def discover_tables(storage: Storage) -> list[TableRef]:
     """Table folders of the landing zone, sorted by table id.
 
     Folders starting with ``_`` are not tables (the mirroring service ignores them, and the connector
-    uses the prefix for its own files). A root folder ``<schema>.schema`` holds one folder per table;
-    any other root folder is a table without a schema.
+    uses the prefix for its own files); nor are hidden folders starting with ``.`` (a ``.state`` folder
+    that a person keeps beside the tables is not data to replay). A root folder ``<schema>.schema``
+    holds one folder per table; any other root folder is a table without a schema.
     """
     tables: list[TableRef] = []
     for entry in storage.list_dir(""):
         name = basename(entry.path)
-        if not entry.is_dir or name.startswith("_"):
+        if not entry.is_dir or name.startswith(_NOT_TABLE_PREFIXES):
             continue
         if name.endswith(SCHEMA_SUFFIX) and len(name) > len(SCHEMA_SUFFIX):
             schema = name[: -len(SCHEMA_SUFFIX)]
             for child in storage.list_dir(entry.path):
                 child_name = basename(child.path)
-                if child.is_dir and not child_name.startswith("_"):
+                if child.is_dir and not child_name.startswith(_NOT_TABLE_PREFIXES):
                     tables.append(TableRef(schema, child_name))
         else:
             tables.append(TableRef(None, name))
