@@ -82,11 +82,20 @@ class MirrorSettings(_Frozen):
     )
     decimal_columns: dict[str, str] = Field(
         default_factory=dict,
-        description="Decimals sent as strings with schemas disabled: {'schema.table.column': 'P,S'}.",
+        description="Columns written as decimal(P,S), P <= 38: {'schema.table.column': 'P,S'}. For decimals sent "
+        "as strings (decimal.handling.mode=string), numerics without precision (VariableScaleDecimal) and "
+        "decimals wider than 38 digits; a value the declared type cannot hold exactly stops the table.",
     )
     variable_scale_decimal: str = Field(
-        "38,10",
-        description="Arrow decimal 'P,S' for io.debezium.data.VariableScaleDecimal; inexact values stop the table.",
+        "text",
+        description="io.debezium.data.VariableScaleDecimal (numeric without precision): 'text' writes each "
+        "value's exact decimal text; 'P,S' (P <= 38) writes decimal(P,S), and a value it cannot hold "
+        "exactly stops the table.",
+    )
+    wide_decimals: Literal["text", "stop"] = Field(
+        "text",
+        description="Decimals of more than 38 digits, which Delta and Fabric cannot hold: 'text' writes the "
+        "exact decimal text; 'stop' stops the table until the column is declared in decimal_columns.",
     )
     tables: dict[str, TableSettings] = Field(default_factory=dict)
 
@@ -100,7 +109,8 @@ class MirrorSettings(_Frozen):
     @field_validator("variable_scale_decimal")
     @classmethod
     def _check_vs(cls, value: str) -> str:
-        parse_precision_scale(value, "mirror.variable_scale_decimal")
+        if value.strip().lower() != "text":
+            parse_precision_scale(value, "mirror.variable_scale_decimal")
         return value
 
     def table_settings(self, topic: str) -> TableSettings:
@@ -376,10 +386,10 @@ def _nest(flat: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_precision_scale(spec: str, where: str) -> tuple[int, int]:
-    """Parse ``'P,S'``."""
+    """Parse ``'P,S'``; precision at most 38, the widest decimal Delta and Fabric hold."""
     match = re.fullmatch(r"\s*(\d+)\s*,\s*(\d+)\s*", spec)
-    if not match or int(match[2]) > int(match[1]) or not 0 < int(match[1]) <= 76:
-        msg = f"{where}: expected 'precision,scale' with 0 < precision <= 76 and scale <= precision, got {spec!r}"
+    if not match or int(match[2]) > int(match[1]) or not 0 < int(match[1]) <= 38:
+        msg = f"{where}: expected 'precision,scale' with 0 < precision <= 38 and scale <= precision, got {spec!r}"
         raise ValueError(msg)
     return int(match[1]), int(match[2])
 

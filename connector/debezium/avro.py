@@ -41,7 +41,7 @@ import fastavro
 
 from connector.config import SchemaRegistrySettings, resolve_secret_references
 from connector.debezium.envelope import ChangeEvent, Noise, event_from_payload
-from connector.debezium.types import ColumnType, column_type_from_schema
+from connector.debezium.types import DEFAULT_POLICY, ColumnType, TypePolicy, column_type_from_schema
 from connector.errors import ConfigError, DecodeError, RegistryError, RegistryUnavailable
 from connector.events import KafkaRecord
 
@@ -609,25 +609,19 @@ class AvroDecoder:
     def __init__(
         self,
         registry: SchemaRegistrySettings,
-        variable_scale_precision: int = 38,
-        variable_scale_scale: int = 10,
+        policy: TypePolicy = DEFAULT_POLICY,
     ) -> None:
         self._registry_settings = registry
-        self._vs_precision = variable_scale_precision
-        self._vs_scale = variable_scale_scale
+        self._policy = policy
         self._registry = SchemaRegistry(registry)
         self._writers: dict[int, WriterSchema] = {}
         self._columns: dict[int, Mapping[str, ColumnType] | None] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {
-            "registry": self._registry_settings,
-            "precision": self._vs_precision,
-            "scale": self._vs_scale,
-        }
+        return {"registry": self._registry_settings, "policy": self._policy}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["registry"], state["precision"], state["scale"])  # type: ignore[misc]
+        self.__init__(state["registry"], state["policy"])  # type: ignore[misc]
 
     def decode(self, record: KafkaRecord) -> ChangeEvent | Noise:
         """Classify and decode one record, exactly as ``EnvelopeDecoder.decode`` does for JSON.
@@ -710,8 +704,7 @@ class AvroDecoder:
         if row is not None:
             try:
                 columns = {
-                    name: column_type_from_schema(shape.field_schema(name), self._vs_precision, self._vs_scale)
-                    for name, shape in row.fields
+                    name: column_type_from_schema(shape.field_schema(name), self._policy) for name, shape in row.fields
                 }
             except ValueError as exc:
                 raise DecodeError(

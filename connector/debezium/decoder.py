@@ -10,6 +10,7 @@ from typing import Protocol
 
 from connector.config import SourceSettings
 from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
+from connector.debezium.types import DEFAULT_POLICY, TypePolicy
 from connector.events import KafkaRecord
 
 __all__ = ["ChangeEvent", "Decoder", "Noise", "open_decoder"]
@@ -34,7 +35,7 @@ class Decoder(Protocol):
         ...
 
 
-def open_decoder(source: SourceSettings, variable_scale_precision: int, variable_scale_scale: int) -> Decoder:
+def open_decoder(source: SourceSettings, policy: TypePolicy = DEFAULT_POLICY) -> Decoder:
     """The decoder for ``source.value_format``.
 
     Cheap: no network I/O happens here, so it can run once per Spark task. Call it once on the driver at
@@ -46,5 +47,5 @@ def open_decoder(source: SourceSettings, variable_scale_precision: int, variable
     if source.value_format == "avro":
         from connector.debezium.avro import AvroDecoder
 
-        return AvroDecoder(source.schema_registry, variable_scale_precision, variable_scale_scale)
-    return EnvelopeDecoder(variable_scale_precision, variable_scale_scale)
+        return AvroDecoder(source.schema_registry, policy)
+    return EnvelopeDecoder(policy)

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from connector.debezium.types import ColumnType, column_type_from_schema
+from connector.debezium.types import DEFAULT_POLICY, ColumnType, TypePolicy, column_type_from_schema
 from connector.errors import DecodeError
 from connector.events import KafkaRecord
 
@@ -60,9 +60,8 @@ class EnvelopeDecoder:
     bytes of ``S`` are the cache key and only ``P`` is parsed. Any other layout takes the general path.
     """
 
-    def __init__(self, variable_scale_precision: int = 38, variable_scale_scale: int = 10) -> None:
-        self._vs_precision = variable_scale_precision
-        self._vs_scale = variable_scale_scale
+    def __init__(self, policy: TypePolicy = DEFAULT_POLICY) -> None:
+        self._policy = policy
         self._schemas: dict[bytes, Mapping[str, ColumnType] | None] = {}
 
     def decode(self, record: KafkaRecord) -> ChangeEvent | Noise:
@@ -152,9 +151,7 @@ class EnvelopeDecoder:
                 row_struct = field
         if row_struct is None:
             return None
-        return {
-            f["field"]: column_type_from_schema(f, self._vs_precision, self._vs_scale) for f in row_struct["fields"]
-        }
+        return {f["field"]: column_type_from_schema(f, self._policy) for f in row_struct["fields"]}
 
     @staticmethod
     def parse_key(record: KafkaRecord) -> tuple[dict[str, Any] | None, tuple[str, ...] | None]:

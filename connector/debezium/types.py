@@ -1,8 +1,15 @@
 """Debezium / Kafka Connect field schemas → Arrow column types, and JSON values → Arrow arrays.
 
+Every type chosen here is one Fabric's open mirroring (which writes Delta tables) can hold: Delta has no
+TIME type, no decimal wider than 38 digits, only microsecond timestamps and no unsigned integers, and
+Spark refuses Parquet TIME columns and decimals over 38 digits. So times become text, timestamps
+microseconds, wide or unconstrained decimals exact text (unless a decimal type is declared in the
+config), and bit strings integers. The README's type table lists each choice and why.
+
 Conversion is column-wise: a whole column of raw JSON values becomes one Arrow array, with Arrow's
-vectorised casts wherever the wire value is already a number (dates, times, timestamps). Values that
-need Python work (base64 decimals and bytes, JSON strings) are converted in one list comprehension.
+vectorised casts wherever the wire value is already a number (dates, timestamps). Values that
+need Python work (base64 decimals and bytes, JSON strings, times of day) are converted in one list
+comprehension.
 """
 
 from __future__ import annotations
@@ -12,10 +19,15 @@ import binascii
 import decimal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from connector.config import MirrorSettings
 
 # Connect primitive types → Arrow, for fields with no semantic name.
 _PRIMITIVES: dict[str, pa.DataType] = {
@@ -33,18 +45,27 @@ _PRIMITIVES: dict[str, pa.DataType] = {
 }
 
 # Semantic names whose wire value is an integer that Arrow casts directly (zero copy where possible).
-_INTEGER_TEMPORAL: dict[str, pa.DataType] = {
-    "io.debezium.time.Date": pa.date32(),
-    "org.apache.kafka.connect.data.Date": pa.date32(),
-    "io.debezium.time.Time": pa.time32("ms"),
-    "org.apache.kafka.connect.data.Time": pa.time32("ms"),
-    "io.debezium.time.MicroTime": pa.time64("us"),
-    "io.debezium.time.NanoTime": pa.time64("ns"),
-    # Debezium's Timestamp family is the source's local wall-clock time (timestamp without time zone).
-    "io.debezium.time.Timestamp": pa.timestamp("ms"),
-    "org.apache.kafka.connect.data.Timestamp": pa.timestamp("ms"),
-    "io.debezium.time.MicroTimestamp": pa.timestamp("us"),
-    "io.debezium.time.NanoTimestamp": pa.timestamp("ns"),
+_DATES = {"io.debezium.time.Date", "org.apache.kafka.connect.data.Date"}
+
+# Debezium's Timestamp family is the source's local wall-clock time (timestamp without time zone), in
+# these units since the epoch. Delta holds microseconds: milliseconds widen exactly, nanoseconds
+# (SQL Server datetime2(7)) are truncated to the microsecond, as Fabric's own SQL Server mirroring does.
+TIMESTAMP_UNITS: dict[str, str] = {
+    "io.debezium.time.Timestamp": "ms",
+    "org.apache.kafka.connect.data.Timestamp": "ms",
+    "io.debezium.time.MicroTimestamp": "us",
+    "io.debezium.time.NanoTimestamp": "ns",
+}
+TIMESTAMP = pa.timestamp("us")
+
+# Times of day, in these units since midnight. MySQL TIME is a duration (-838:59:59 to 838:59:59) that
+# Debezium sends as MicroTime too, so the value may be negative or beyond a day: written as text with a
+# sign and as many hour digits as needed, the fraction at the unit's precision ('HH:MM:SS.ffffff').
+TIME_DIGITS: dict[str, int] = {
+    "io.debezium.time.Time": 3,
+    "org.apache.kafka.connect.data.Time": 3,
+    "io.debezium.time.MicroTime": 6,
+    "io.debezium.time.NanoTime": 9,
 }
 
 _STRING_SEMANTICS = {
@@ -63,6 +84,33 @@ _NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float
 CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
+BITS = "io.debezium.data.Bits"
+
+#: The widest decimal Delta, Spark and Fabric hold.
+MAX_DECIMAL_PRECISION = 38
+#: Bit strings up to this length fit a signed 64-bit integer.
+MAX_BITS_AS_INTEGER = 63
+# More fractional digits than a microsecond, in an ISO-8601 time: truncated.
+_SUB_MICROSECONDS = r"(\.\d{6})\d+"
+
+
+@dataclass(frozen=True)
+class TypePolicy:
+    """The config's choices where a Debezium type has more than one reasonable landing-zone type.
+
+    Attributes:
+        variable_scale: ``None`` writes ``VariableScaleDecimal`` (numeric without precision) as exact text;
+            ``(precision, scale)`` declares a decimal for every such column (a value it cannot hold stops
+            the table).
+        wide_decimals: What a Connect ``Decimal`` of more than 38 digits becomes: ``text`` (exact) or
+            ``stop`` (the table stops until a decimal is declared for the column).
+    """
+
+    variable_scale: tuple[int, int] | None = None
+    wide_decimals: str = "text"
+
+
+DEFAULT_POLICY = TypePolicy()
 
 
 class ConversionError(ValueError):
@@ -82,14 +130,23 @@ class ColumnType:
     """How one column is typed in the landing zone and how its wire values are converted.
 
     ``wire`` says which conversion applies: ``plain`` (Arrow takes the JSON value as is), ``cast``
-    (integer wire value cast to ``arrow``), ``base64`` (bytes), ``decimal`` (base64 unscaled integer),
-    ``vsdecimal`` (``{scale, value}`` struct), ``text_decimal`` (decimal sent as a string), ``zoned``
-    (ISO-8601 string with offset), ``json`` (nested value written as a JSON string).
+    (integer wire value cast to ``arrow``: dates, microsecond timestamps), ``millis`` / ``nanos``
+    (timestamp in ms / ns, to microseconds), ``time`` (time of day in units of ``10**-scale`` s, to
+    text), ``base64`` (bytes), ``decimal`` (base64 unscaled integer of scale ``scale``, to ``arrow``),
+    ``decimal_text`` (the same, to exact text), ``vsdecimal`` (``{scale, value}`` struct),
+    ``vsdecimal_text`` (the same, to exact text), ``text_decimal`` (decimal sent as a string),
+    ``bits`` (little-endian bit string to an integer), ``bits_bytes`` (to big-endian bytes of ``scale``
+    bytes, 0 when unknown), ``zoned`` (ISO-8601 string with offset), ``json`` (nested value written as a
+    JSON string), ``refused`` (a type the policy will not write: ``refusal`` says why).
+
+    ``setting`` names the config entry that declared the type, for the message when a value does not fit.
     """
 
     arrow: pa.DataType
     wire: str
     scale: int = 0
+    setting: str | None = None
+    refusal: str | None = None
 
     @property
     def toastable(self) -> bool:
@@ -100,27 +157,51 @@ class ColumnType:
 
 
 def decimal_type(precision: int, scale: int) -> pa.DataType:
-    """Arrow decimal wide enough for ``precision`` digits."""
-    if precision <= 38:
-        return pa.decimal128(precision, scale)
-    return pa.decimal256(min(precision, 76), scale)
+    """Arrow decimal128 of ``precision`` digits; wider ones have no Delta type and are refused.
+
+    Raises:
+        ValueError: ``precision`` is over 38.
+    """
+    if precision > MAX_DECIMAL_PRECISION:
+        msg = f"decimal({precision},{scale}) is wider than the {MAX_DECIMAL_PRECISION} digits Delta holds"
+        raise ValueError(msg)
+    return pa.decimal128(precision, scale)
 
 
-def column_type_from_schema(field: Mapping[str, Any], vs_precision: int, vs_scale: int) -> ColumnType:
+def type_policy(mirror: MirrorSettings) -> TypePolicy:
+    """The type choices of ``mirror``'s settings."""
+    from connector.config import parse_precision_scale
+
+    spec = mirror.variable_scale_decimal
+    variable_scale = None
+    if spec.strip().lower() != "text":
+        variable_scale = parse_precision_scale(spec, "mirror.variable_scale_decimal")
+    return TypePolicy(variable_scale, mirror.wide_decimals)
+
+
+def column_type_from_schema(field: Mapping[str, Any], policy: TypePolicy = DEFAULT_POLICY) -> ColumnType:
     """Map one Connect field schema (as JsonConverter writes it) to a ``ColumnType``."""
     name = field.get("name")
     ftype = field.get("type")
     params = field.get("parameters") or {}
     if name == CONNECT_DECIMAL:
-        scale = int(params.get("scale", 0))
-        precision = int(params.get("connect.decimal.precision", 38))
-        return ColumnType(decimal_type(max(precision, scale, 1), scale), "decimal", scale)
+        return _connect_decimal(params, policy)
     if name == VARIABLE_SCALE_DECIMAL:
-        return ColumnType(decimal_type(vs_precision, vs_scale), "vsdecimal", vs_scale)
+        if policy.variable_scale is None:
+            return ColumnType(pa.string(), "vsdecimal_text")
+        precision, scale = policy.variable_scale
+        return ColumnType(decimal_type(precision, scale), "vsdecimal", scale, setting="mirror.variable_scale_decimal")
     if name == ZONED_TIMESTAMP:
         return ColumnType(pa.timestamp("us", tz="UTC"), "zoned")
-    if name in _INTEGER_TEMPORAL:
-        return ColumnType(_INTEGER_TEMPORAL[name], "cast")
+    if name in _DATES:
+        return ColumnType(pa.date32(), "cast")
+    if name in TIMESTAMP_UNITS:
+        unit = TIMESTAMP_UNITS[name]
+        return ColumnType(TIMESTAMP, {"ms": "millis", "us": "cast", "ns": "nanos"}[unit])
+    if name in TIME_DIGITS:
+        return ColumnType(pa.string(), "time", TIME_DIGITS[name])
+    if name == BITS and ftype == "bytes":
+        return _bits(params)
     if name in _STRING_SEMANTICS:
         return ColumnType(pa.string(), "plain" if ftype == "string" else "json")
     if ftype in ("struct", "array", "map"):
@@ -131,6 +212,61 @@ def column_type_from_schema(field: Mapping[str, Any], vs_precision: int, vs_scal
         return ColumnType(_PRIMITIVES[ftype], "plain")
     msg = f"unsupported Connect schema type {ftype!r} (name {name!r})"
     raise ValueError(msg)
+
+
+def _connect_decimal(params: Mapping[str, Any], policy: TypePolicy) -> ColumnType:
+    """A Connect ``Decimal``: decimal128 when Delta can hold it, else the wide-decimal policy's type.
+
+    A negative scale (Postgres ``numeric(5,-2)``) is not a Parquet decimal: such values are whole
+    numbers, written with scale 0 and the digits the scale added.
+    """
+    scale = int(params.get("scale", 0))
+    precision = int(params.get("connect.decimal.precision", MAX_DECIMAL_PRECISION))
+    digits = max(precision - min(scale, 0), scale, 1)
+    target_scale = max(scale, 0)
+    if digits <= MAX_DECIMAL_PRECISION:
+        return ColumnType(pa.decimal128(digits, target_scale), "decimal", scale)
+    if policy.wide_decimals == "stop":
+        return ColumnType(
+            pa.string(),
+            "refused",
+            scale,
+            refusal=f"decimal({precision},{scale}) is wider than the {MAX_DECIMAL_PRECISION} digits Delta and Fabric "
+            "hold and mirror.wide_decimals is 'stop': declare the column in mirror.decimal_columns "
+            "(precision <= 38), or set mirror.wide_decimals to 'text' to write its exact text",
+        )
+    return ColumnType(pa.string(), "decimal_text", scale)
+
+
+def _bits(params: Mapping[str, Any]) -> ColumnType:
+    """``io.debezium.data.Bits``: ``length`` bits, sent as little-endian bytes.
+
+    Up to 63 bits, the bit string's value as an integer (BIT(12) b'101000000001' is 2561); longer or of
+    unknown length, its big-endian bytes, so the first byte holds the most significant bits as in the
+    source's own notation.
+    """
+    try:
+        length = int(params["length"])
+    except (KeyError, TypeError, ValueError):
+        length = 0
+    if 0 < length <= MAX_BITS_AS_INTEGER:
+        return ColumnType(pa.int64(), "bits")
+    width = (length + 7) // 8 if 0 < length < 2**31 - 1 else 0
+    return ColumnType(pa.binary(), "bits_bytes", width)
+
+
+def declared_decimal(schema_type: ColumnType | None, precision: int, scale: int, setting: str) -> ColumnType:
+    """The type of a column declared in ``mirror.decimal_columns``, converting from its wire form.
+
+    A Connect ``Decimal`` (of any width) or a ``VariableScaleDecimal`` is rescaled exactly into
+    decimal(precision, scale); anything else is a decimal sent as text (``decimal.handling.mode=string``).
+    """
+    arrow = decimal_type(precision, scale)
+    if schema_type is not None and schema_type.wire in ("decimal", "decimal_text", "refused"):
+        return ColumnType(arrow, "decimal", schema_type.scale, setting=setting)
+    if schema_type is not None and schema_type.wire in ("vsdecimal", "vsdecimal_text"):
+        return ColumnType(arrow, "vsdecimal", scale, setting=setting)
+    return ColumnType(arrow, "text_decimal", scale, setting=setting)
 
 
 def column_type_from_value(value: Any) -> ColumnType | None:
@@ -148,9 +284,9 @@ def column_type_from_value(value: Any) -> ColumnType | None:
     return ColumnType(pa.string(), "json")
 
 
-def text_decimal_type(precision: int, scale: int) -> ColumnType:
+def text_decimal_type(precision: int, scale: int, setting: str | None = None) -> ColumnType:
     """A decimal sent as a string (``decimal.handling.mode=string``) declared in config."""
-    return ColumnType(decimal_type(precision, scale), "text_decimal", scale)
+    return ColumnType(decimal_type(precision, scale), "text_decimal", scale, setting=setting)
 
 
 def to_arrow(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
@@ -165,12 +301,19 @@ def to_arrow(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
         raise
     except (pa.ArrowException, ValueError, TypeError, KeyError, OverflowError, decimal.DecimalException) as exc:
         # The vectorised path does not say which value failed: find it one by one.
+        hint = (
+            f" (the type comes from {ctype.setting}: widen it, or remove it to write the exact text)"
+            if ctype.setting
+            else ""
+        )
         for index, value in enumerate(values):
             try:
                 _convert([value], ctype)
             except (pa.ArrowException, ValueError, TypeError, KeyError, OverflowError, decimal.DecimalException) as one:
-                raise ConversionError(index, f"value {_preview(value)} is not a valid {ctype.arrow}: {one}") from one
-        raise ConversionError(0, f"column does not convert to {ctype.arrow}: {exc}") from exc
+                raise ConversionError(
+                    index, f"value {_preview(value)} is not a valid {ctype.arrow}: {one}{hint}"
+                ) from one
+        raise ConversionError(0, f"column does not convert to {ctype.arrow}: {exc}{hint}") from exc
 
 
 def _as_float(value: Any) -> Any:
@@ -197,21 +340,46 @@ def _convert(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
             _check_whole(values)
         return pa.array(values, type=ctype.arrow)
     if wire == "cast":
-        storage = pa.int32() if ctype.arrow in (pa.date32(), pa.time32("ms")) else pa.int64()
+        storage = pa.int32() if ctype.arrow == pa.date32() else pa.int64()
         return pa.array(values, type=storage).cast(ctype.arrow)
+    if wire == "millis":
+        return pa.array(values, type=pa.int64()).cast(pa.timestamp("ms")).cast(ctype.arrow)
+    if wire == "nanos":
+        return floor_nanos_to_micros(pa.array(values, type=pa.int64()))
+    if wire == "time":
+        return pa.array([None if v is None else time_text(v, ctype.scale) for v in values], type=pa.string())
     if wire == "base64":
         return pa.array([None if v is None else _b64(v) for v in values], type=ctype.arrow)
     if wire == "decimal":
         scale = ctype.scale
         return pa.array([None if v is None else _unscaled(v, scale) for v in values], type=ctype.arrow)
+    if wire == "decimal_text":
+        scale = ctype.scale
+        return pa.array([None if v is None else plain_text(_unscaled(v, scale)) for v in values], type=pa.string())
     if wire == "vsdecimal":
         return pa.array(
             [None if v is None else _unscaled(v["value"], int(v["scale"])) for v in values], type=ctype.arrow
         )
+    if wire == "vsdecimal_text":
+        return pa.array(
+            [None if v is None else plain_text(_unscaled(v["value"], int(v["scale"]))) for v in values],
+            type=pa.string(),
+        )
     if wire == "text_decimal":
-        return pa.array([None if v is None else decimal.Decimal(str(v)) for v in values], type=ctype.arrow)
+        return pa.array([None if v is None else _finite(decimal.Decimal(str(v))) for v in values], type=ctype.arrow)
+    if wire == "bits":
+        return pa.array([None if v is None else _bits_integer(v) for v in values], type=pa.int64())
+    if wire == "bits_bytes":
+        return pa.array([None if v is None else _bits_big_endian(v, ctype.scale) for v in values], type=pa.binary())
     if wire == "zoned":
-        return pa.array(values, type=pa.string()).cast(ctype.arrow)
+        text = pa.array(values, type=pa.string())
+        try:
+            return text.cast(ctype.arrow)
+        except pa.ArrowInvalid:
+            # More than six fractional digits (SQL Server datetimeoffset(7)): truncated to the microsecond.
+            return pc.replace_substring_regex(text, _SUB_MICROSECONDS, r"\1").cast(ctype.arrow)
+    if wire == "refused":
+        raise ConversionError(0, ctype.refusal or f"a column of type {ctype.arrow} is refused")
     if wire == "json":
         return pa.array(
             [None if v is None else (v if isinstance(v, str) else orjson.dumps(v).decode()) for v in values],
@@ -219,6 +387,66 @@ def _convert(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
         )
     msg = f"unknown wire conversion {wire!r}"
     raise ValueError(msg)
+
+
+def floor_nanos_to_micros(nanos: pa.Array) -> pa.Array:
+    """Nanoseconds since the epoch → microsecond timestamps, truncated toward the earlier microsecond.
+
+    Floor, not round: a value keeps the microsecond it falls in (also before 1970), and never moves into
+    the next second, minute or day.
+    """
+    valid = pc.is_valid(nanos).to_numpy(zero_copy_only=False)
+    raw = pc.fill_null(nanos, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    micros = np.floor_divide(raw, 1000)
+    return pa.array(micros, type=pa.int64(), mask=~valid).cast(TIMESTAMP)
+
+
+def time_text(value: Any, digits: int) -> str:
+    """A time of day (or MySQL duration) in units of ``10**-digits`` s as ``[-]HH:MM:SS.f…``.
+
+    Exact, fixed width within a day (so text order is time order), hours beyond 24 and a sign allowed.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            msg = f"expected an integer time of day, got {type(value).__name__}"
+            raise TypeError(msg)
+    sign = "-" if value < 0 else ""
+    seconds, fraction = divmod(abs(value), 10**digits)
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    return f"{sign}{hours:02d}:{minute:02d}:{second:02d}.{fraction:0{digits}d}"
+
+
+def plain_text(value: decimal.Decimal) -> str:
+    """A decimal's exact text in plain notation, keeping its scale: ``1E-20`` → ``0.00000000000000000001``."""
+    return f"{value:f}"
+
+
+def _finite(value: decimal.Decimal) -> decimal.Decimal:
+    if not value.is_finite():
+        msg = f"{value} has no decimal value"
+        raise ValueError(msg)
+    return value
+
+
+def _bits_integer(value: Any) -> int:
+    """Debezium's little-endian bit string as the integer it spells."""
+    raw = value if isinstance(value, (bytes, bytearray)) else _b64(value)
+    number = int.from_bytes(raw, "little")
+    if number.bit_length() > MAX_BITS_AS_INTEGER:
+        msg = f"{len(raw)} bytes hold more than {MAX_BITS_AS_INTEGER} bits"
+        raise ValueError(msg)
+    return number
+
+
+def _bits_big_endian(value: Any, width: int) -> bytes:
+    """Debezium's little-endian bit string as big-endian bytes (``width`` bytes, when known)."""
+    raw = bytes(value) if isinstance(value, (bytes, bytearray)) else _b64(value)
+    number = int.from_bytes(raw, "little")
+    size = max(width, (number.bit_length() + 7) // 8, 1)
+    return number.to_bytes(size, "big")
 
 
 def _b64(value: Any) -> bytes:
@@ -240,7 +468,7 @@ def _unscaled(value: Any, scale: int) -> decimal.Decimal:
         raw = _b64(value)
     unscaled = int.from_bytes(raw, "big", signed=True)
     # Built from text so no arithmetic context can round it: exact for any precision.
-    return decimal.Decimal(f"{unscaled}E-{scale}")
+    return decimal.Decimal(f"{unscaled}E{-scale}")
 
 
 def _preview(value: Any) -> str:

@@ -13,12 +13,28 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.debezium.types import ColumnType, ConversionError, column_type_from_value, to_arrow, type_name
+from connector.debezium.types import (
+    ColumnType,
+    ConversionError,
+    column_type_from_value,
+    declared_decimal,
+    to_arrow,
+    type_name,
+)
 from connector.errors import TableStopped
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord
 from connector.landing.rowmarker import Row
 
 MARKER_TYPE = pa.int32()
+
+
+@dataclass(frozen=True)
+class DeclaredDecimal:
+    """A column declared in ``mirror.decimal_columns``: decimal(precision, scale), and the setting's name."""
+
+    precision: int
+    scale: int
+    setting: str
 
 
 @dataclass
@@ -59,15 +75,18 @@ class TableBatch:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def to_arrow(self, established: pa.Schema | None, declared: Mapping[str, ColumnType]) -> pa.Table:
+    def to_arrow(self, established: pa.Schema | None, declared: Mapping[str, DeclaredDecimal]) -> pa.Table:
         """Build the batch's Arrow table: established columns first, new ones after, ``__rowMarker__`` last.
 
         ``established`` is the table's schema from earlier batches; ``declared`` holds config-declared
-        types (decimals sent as strings). Schemaless columns take the established type, else a type
-        inferred from their values; all-null columns of unknown type are left out (mirroring stores NULL).
+        decimal columns. Schemaless columns take the established type, else a type inferred from their
+        values; all-null columns of unknown type are left out (mirroring stores NULL). Every column is
+        nullable, key columns too: a later file may lack a dropped column, and open mirroring accepts a
+        missing column only when it is nullable.
 
         Raises:
-            TableStopped: a value does not convert, or a column's type differs from the established one.
+            TableStopped: a value does not convert, a column's type is refused by the type policy
+                (whatever the poison policy), or a column's type differs from the established one.
         """
         names: list[str] = list(established.names) if established is not None else []
         seen = set(names)
@@ -87,23 +106,27 @@ class TableBatch:
             ctype = self._column_type(name, values, established, declared)
             if ctype is None:
                 continue
+            if ctype.refusal is not None:
+                first = self.records[next((i for i, v in enumerate(values) if v is not None), 0)]
+                raise TableStopped(self.table_id, f"{first.position}: column {name!r}: {ctype.refusal}")
             try:
                 array = to_arrow(values, ctype)
             except ConversionError as exc:
                 record = self.records[exc.row]
                 raise TableStopped(self.table_id, f"{record.position}: column {name!r}: {exc.reason}") from exc
             arrays.append(array)
-            fields.append(pa.field(name, ctype.arrow, nullable=name not in self.key_columns))
+            fields.append(pa.field(name, ctype.arrow, nullable=True))
         arrays.append(pa.array(self.markers, type=MARKER_TYPE))
         fields.append(pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False))
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
     def _column_type(
-        self, name: str, values: list[Any], established: pa.Schema | None, declared: Mapping[str, ColumnType]
+        self, name: str, values: list[Any], established: pa.Schema | None, declared: Mapping[str, DeclaredDecimal]
     ) -> ColumnType | None:
-        if name in declared:
-            return declared[name]
         ctype = self.columns.get(name)
+        if name in declared:
+            spec = declared[name]
+            return declared_decimal(ctype, spec.precision, spec.scale, spec.setting)
         if ctype is not None:
             return ctype
         if established is not None and name in established.names:

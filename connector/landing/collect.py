@@ -21,10 +21,10 @@ import pyarrow as pa
 from connector.config import MirrorSettings, SourceSettings, TableSettings, parse_precision_scale
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, Noise
-from connector.debezium.types import ColumnType, ConversionError, text_decimal_type
+from connector.debezium.types import ConversionError, type_policy
 from connector.errors import DecodeError, TableStopped
 from connector.events import KafkaRecord, SkipCounts
-from connector.landing.batching import TableBatch
+from connector.landing.batching import DeclaredDecimal, TableBatch
 from connector.landing.deadletter import DeadLetter, poison_policy
 from connector.landing.layout import TableRef, table_for_topic
 from connector.landing.rowmarker import RowMarkerMapper, ToastStores
@@ -97,8 +97,7 @@ class SliceCollector:
     def __init__(self, context: CollectContext, toast_stores: ToastStores | None = None) -> None:
         self.context = context
         self.mirror = context.mirror
-        precision, scale = parse_precision_scale(self.mirror.variable_scale_decimal, "mirror.variable_scale_decimal")
-        self._decoder = open_decoder(context.source, precision, scale)
+        self._decoder = open_decoder(context.source, type_policy(self.mirror))
         self._toast_stores = toast_stores
         self._topics: dict[str, tuple[TableRef, TableSettings, bool]] = {}
         self._dead_letter: set[str] = set()
@@ -326,13 +325,15 @@ class SliceCollector:
             toast_store=store,
         )
 
-    def _declared_decimals(self, ref: TableRef) -> dict[str, ColumnType]:
+    def _declared_decimals(self, ref: TableRef) -> dict[str, DeclaredDecimal]:
+        """The table's columns declared in ``mirror.decimal_columns``: (precision, scale, setting name)."""
         prefix = f"{ref.id}."
         out = {}
         for column, spec in self.mirror.decimal_columns.items():
             if column.startswith(prefix):
-                precision, scale = parse_precision_scale(spec, f"mirror.decimal_columns[{column}]")
-                out[column[len(prefix) :]] = text_decimal_type(precision, scale)
+                where = f"mirror.decimal_columns[{column!r}]"
+                precision, scale = parse_precision_scale(spec, where)
+                out[column[len(prefix) :]] = DeclaredDecimal(precision, scale, f"{where} ({spec!r})")
         return out
 
 

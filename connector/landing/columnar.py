@@ -31,10 +31,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from connector.config import TableSettings, parse_precision_scale
+from connector.config import TableSettings
 from connector.debezium.connect_decimal import decimals_from_base64
 from connector.debezium.envelope import EnvelopeDecoder, wrapped_payload_start
-from connector.debezium.types import ColumnType, ConversionError, to_arrow
+from connector.debezium.types import ColumnType, ConversionError, floor_nanos_to_micros, to_arrow, type_policy
 from connector.errors import ConnectorError
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord, RowMarker
 from connector.landing.batching import MARKER_TYPE, established_type
@@ -112,8 +112,7 @@ class ColumnarLane:
     def __init__(self, context: CollectContext) -> None:
         self.context = context
         self.mirror = context.mirror
-        precision, scale = parse_precision_scale(self.mirror.variable_scale_decimal, "mirror.variable_scale_decimal")
-        self._decoder = EnvelopeDecoder(precision, scale)
+        self._decoder = EnvelopeDecoder(type_policy(self.mirror))
         self._placeholders = pa.array(placeholder_values(self.mirror.unavailable_value_placeholder), pa.string())
         self._insert = RowMarker.UPSERT if self.mirror.replay_safe_inserts else RowMarker.INSERT
 
@@ -376,7 +375,7 @@ class ColumnarLane:
                 arrays.append(_converted(raw, ctype, size))
             except (ConversionError, pa.ArrowException) as exc:
                 _leave(f"column {name!r} does not convert: {exc}")
-            fields.append(pa.field(name, ctype.arrow, nullable=name not in key_columns))
+            fields.append(pa.field(name, ctype.arrow, nullable=True))
         arrays.append(pa.array(markers, type=MARKER_TYPE))
         fields.append(pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False))
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
@@ -556,12 +555,14 @@ def _parse_type(name: str, ctype: ColumnType) -> pa.DataType:
         return pa.int64() if pa.types.is_integer(ctype.arrow) else ctype.arrow
     if wire == "plain" and ctype.arrow == pa.float32():
         return pa.float64()
-    if wire == "cast":
+    if wire in ("cast", "millis", "nanos", "time"):
         return pa.int64()
-    if wire in ("base64", "decimal", "zoned") or (wire == "json" and ctype.arrow == pa.string()):
+    if wire in ("base64", "decimal", "decimal_text", "zoned", "bits", "bits_bytes") or (
+        wire == "json" and ctype.arrow == pa.string()
+    ):
         # "json" columns here are established string columns of schemaless tables: strings pass through.
         return pa.string()
-    if wire == "vsdecimal":
+    if wire in ("vsdecimal", "vsdecimal_text"):
         return pa.struct([pa.field("scale", pa.int64()), pa.field("value", pa.string())])
     _leave(f"column {name!r} ({wire} {ctype.arrow}) needs the row path")
 
@@ -574,8 +575,12 @@ def _converted(raw: pa.Array | None, ctype: ColumnType, size: int) -> pa.Array:
     if wire == "plain" and ctype.arrow in _CASTS_EXACTLY:
         return raw.cast(ctype.arrow)
     if wire == "cast":
-        storage = pa.int32() if ctype.arrow in (pa.date32(), pa.time32("ms")) else pa.int64()
+        storage = pa.int32() if ctype.arrow == pa.date32() else pa.int64()
         return raw.cast(storage).cast(ctype.arrow)
+    if wire == "millis":
+        return raw.cast(pa.timestamp("ms")).cast(ctype.arrow)
+    if wire == "nanos":
+        return floor_nanos_to_micros(raw)
     if wire == "json" and raw.type == pa.string():
         return raw
     if wire == "decimal":

@@ -28,10 +28,10 @@ from connector.config import (
     has_secret_reference,
     is_secret_setting,
     load_settings,
-    parse_precision_scale,
     resolve_secret_references,
 )
 from connector.debezium.decoder import open_decoder
+from connector.debezium.types import type_policy
 from connector.errors import ConfigError
 from connector.landing.deadletter import open_dead_letter_writer
 from connector.landing.fence import WriterFence
@@ -212,9 +212,7 @@ def run(settings: ConnectorSettings) -> int:
     # start-up clean-up runs, so a second instance is refused before it can delete our uploads.
     fence = WriterFence(landing, open_storage(str(checkpoint))).hold_until_exit()
     # A missing schema registry URL fails here, before Spark starts.
-    open_decoder(
-        settings.source, *parse_precision_scale(settings.mirror.variable_scale_decimal, "variable_scale_decimal")
-    )
+    open_decoder(settings.source, type_policy(settings.mirror))
     sink = MirrorSink(
         fence.landing,
         fence.checkpoint,

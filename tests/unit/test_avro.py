@@ -25,7 +25,7 @@ from connector.debezium import avro as avro_module
 from connector.debezium.avro import AvroDecoder
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
-from connector.debezium.types import ColumnType, ConversionError, to_arrow
+from connector.debezium.types import ColumnType, ConversionError, TypePolicy, to_arrow
 from connector.errors import ConfigError, DecodeError, RegistryError, RegistryUnavailable, TransientError
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat
@@ -222,6 +222,19 @@ MATRIX_COLUMNS: list[tuple[dict[str, Any], Any]] = [
     (field("uid", "string", name="io.debezium.data.Uuid", version=1), "c4b1f5a2-3b0e-4d1f-9a51-0d8e3f8a2b11"),
     (field("mood", "string", name="io.debezium.data.Enum", version=1, parameters={"allowed": "sad,ok"}), "ok"),
     (field("bits", "bytes", name="io.debezium.data.Bits", version=1, parameters={"length": "3"}), b64(b"\x05")),
+    (field("bits12", "bytes", name="io.debezium.data.Bits", version=1, parameters={"length": "12"}),
+     b64(b"\x01\x0a")),
+    (field("bits80", "bytes", name="io.debezium.data.Bits", version=1, parameters={"length": "80"}),
+     b64(b"\x01\x0a")),
+    (field("mysql_time", "int64", name="io.debezium.time.MicroTime", version=1), -1_000_000),
+    (field("wide", "bytes", name="org.apache.kafka.connect.data.Decimal", version=1,
+           parameters={"scale": "30", "connect.decimal.precision": "65"}), unscaled(-(10**40) - 7)),
+    (field("unsigned", "bytes", name="org.apache.kafka.connect.data.Decimal", version=1,
+           parameters={"scale": "0", "connect.decimal.precision": "20"}), unscaled(2**64 - 1)),
+    (field("yr", "int32", name="io.debezium.time.Year", version=1), 2024),
+    (field("dur", "int64", name="io.debezium.time.MicroDuration", version=1), -90_061_000_001),
+    (field("ival", "string", name="io.debezium.time.Interval", version=1), "P1Y2M3DT4H5M6.78S"),
+    (field("set", "string", name="io.debezium.data.EnumSet", version=1, parameters={"allowed": "a,b,c"}), "a,c"),
     (field("tags", "array", items={"type": "string", "optional": True}), ["a", None, "c"]),
     (field("blobs", "array", items={"type": "bytes", "optional": False}), [b64(b"x"), b64(b"")]),
     (field("attrs", "map", keys={"type": "string", "optional": False}, values={"type": "int32", "optional": True}),
@@ -295,9 +308,15 @@ def test_every_semantic_type_decodes_the_same_as_json(registry: RegistryDouble, 
         types = {name: ctype.arrow for name, ctype in avro_event.columns.items()}
         assert types["tiny"] == pa.int8() and types["small"] == pa.int16()
         assert types["dec"] == pa.decimal128(12, 2) and types["dec_noprec"] == pa.decimal128(38, 3)
-        assert types["vsd"] == pa.decimal128(38, 10)
-        assert types["ts_us"] == pa.timestamp("us") and types["ts_ns"] == pa.timestamp("ns")
-        assert types["cts"] == pa.timestamp("ms") and types["cd"] == pa.date32() and types["ct"] == pa.time32("ms")
+        # Delta-safe types (README, "Types"): exact text for unconstrained and wide decimals, times as text,
+        # microsecond timestamps, bit strings as integers (or big-endian bytes beyond 63 bits).
+        assert types["vsd"] == pa.string() and types["wide"] == pa.string()
+        assert types["unsigned"] == pa.decimal128(20, 0)
+        assert types["ts_us"] == pa.timestamp("us") and types["ts_ns"] == pa.timestamp("us")
+        assert types["cts"] == pa.timestamp("us") and types["cd"] == pa.date32() and types["ct"] == pa.string()
+        assert types["t_us"] == types["mysql_time"] == pa.string()
+        assert types["bits12"] == pa.int64() and types["bits80"] == pa.binary()
+        assert types["yr"] == pa.int32() and types["dur"] == pa.int64()
         assert types["tz"] == pa.timestamp("us", tz="UTC")
         assert types["blob"] == pa.binary() and types["js"] == pa.string() and types["geo"] == pa.string()
 
@@ -374,9 +393,9 @@ def test_avro_logical_types_without_connect_names_type_like_their_connect_twins(
     assert types == {
         "id": pa.int32(),
         "d": pa.date32(),
-        "t_ms": pa.time32("ms"),
-        "t_us": pa.time64("us"),
-        "ts_ms": pa.timestamp("ms"),
+        "t_ms": pa.string(),
+        "t_us": pa.string(),
+        "ts_ms": pa.timestamp("us"),
         "ts_us": pa.timestamp("us"),
         "dec": pa.decimal128(9, 3),
         "fixed_dec": pa.decimal128(8, 1),
@@ -386,7 +405,8 @@ def test_avro_logical_types_without_connect_names_type_like_their_connect_twins(
     assert event.after["d"] == -1 and event.after["ts_us"] == -4  # integers, as JsonConverter sends them
     assert to_arrow([event.after["dec"]], event.columns["dec"]).to_pylist()[0].as_tuple() == (1, (1, 2, 3, 4), -3)
     assert str(to_arrow([event.after["fixed_dec"]], event.columns["fixed_dec"])[0]) == "0.5"
-    assert to_arrow([event.after["ts_ms"]], event.columns["ts_ms"]).cast(pa.int64()).to_pylist() == [3]
+    assert to_arrow([event.after["ts_ms"]], event.columns["ts_ms"]).cast(pa.int64()).to_pylist() == [3000]
+    assert to_arrow([event.after["t_us"]], event.columns["t_us"]).to_pylist() == ["00:00:00.000002"]
 
 
 # -- noise --------------------------------------------------------------------------------------------
@@ -610,7 +630,7 @@ def test_wrong_credentials_stop_the_job_without_showing_them(monkeypatch: pytest
         assert source.schema_registry.basic_auth_password is not None
         assert "wrong-pw" not in str(source)
         with pytest.raises(RegistryError) as info:
-            open_decoder(source, 38, 10).decode(record)
+            open_decoder(source).decode(record)
         assert "HTTP 401" in str(info.value) and "wrong-pw" not in str(info.value)
         assert double.requests[-1].authorization == "Basic " + b64(b"mirror:wrong-pw")
 
@@ -628,14 +648,16 @@ def test_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_open_decoder_picks_the_format() -> None:
-    assert isinstance(open_decoder(SourceSettings(), 38, 10), EnvelopeDecoder)
+    assert isinstance(open_decoder(SourceSettings()), EnvelopeDecoder)
     with pytest.raises(ConfigError, match="schema_registry.url"):
-        open_decoder(SourceSettings(value_format="avro"), 38, 10)
+        open_decoder(SourceSettings(value_format="avro"))
     decoder = open_decoder(
-        SourceSettings(value_format="avro", schema_registry=SchemaRegistrySettings(url="http://r:8081")), 20, 4
+        SourceSettings(value_format="avro", schema_registry=SchemaRegistrySettings(url="http://r:8081")),
+        TypePolicy((20, 4), "stop"),
     )
     assert isinstance(decoder, AvroDecoder)
-    pickle.loads(pickle.dumps(decoder))  # no client yet, nothing unpicklable
+    copy = pickle.loads(pickle.dumps(decoder))  # no client yet, nothing unpicklable
+    assert copy.__getstate__()["policy"] == TypePolicy((20, 4), "stop")
 
 
 def test_check_config_accepts_the_avro_keys(tmp_path: Path) -> None:

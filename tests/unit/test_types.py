@@ -12,8 +12,10 @@ import pytest
 from connector.debezium.types import (
     ColumnType,
     ConversionError,
+    TypePolicy,
     column_type_from_schema,
     column_type_from_value,
+    declared_decimal,
     text_decimal_type,
     to_arrow,
 )
@@ -22,13 +24,13 @@ from tests.support.debezium import encode_decimal
 UTC = dt.UTC
 
 
-def ctype(ftype: str, name: str | None = None, **params: str) -> ColumnType:
+def ctype(ftype: str, name: str | None = None, policy: TypePolicy | None = None, **params: str) -> ColumnType:
     schema: dict[str, object] = {"type": ftype, "field": "c"}
     if name:
         schema["name"] = name
     if params:
         schema["parameters"] = params
-    return column_type_from_schema(schema, 38, 10)
+    return column_type_from_schema(schema, policy or TypePolicy())
 
 
 @pytest.mark.parametrize(
@@ -36,18 +38,36 @@ def ctype(ftype: str, name: str | None = None, **params: str) -> ColumnType:
     [
         ("int32", "io.debezium.time.Date", 19000, pa.date32(), dt.date(2022, 1, 8)),
         ("int32", "org.apache.kafka.connect.data.Date", 1, pa.date32(), dt.date(1970, 1, 2)),
-        ("int32", "io.debezium.time.Time", 3_723_004, pa.time32("ms"), dt.time(1, 2, 3, 4000)),
-        ("int32", "org.apache.kafka.connect.data.Time", 1000, pa.time32("ms"), dt.time(0, 0, 1)),
-        ("int64", "io.debezium.time.MicroTime", 3_723_000_005, pa.time64("us"), dt.time(1, 2, 3, 5)),
-        ("int64", "io.debezium.time.NanoTime", 3_723_000_005_000, pa.time64("ns"), dt.time(1, 2, 3, 5)),
+        # Delta has no TIME type: times of day are exact text at the unit's precision.
+        ("int32", "io.debezium.time.Time", 3_723_004, pa.string(), "01:02:03.004"),
+        ("int32", "org.apache.kafka.connect.data.Time", 1000, pa.string(), "00:00:01.000"),
+        ("int64", "io.debezium.time.MicroTime", 3_723_000_005, pa.string(), "01:02:03.000005"),
+        ("int64", "io.debezium.time.NanoTime", 3_723_000_005_001, pa.string(), "01:02:03.000005001"),
+        # MySQL TIME is a duration: Debezium sends MicroTime outside the day (MySQL connector docs, TIME).
+        (
+            "int64",
+            "io.debezium.time.MicroTime",
+            838 * 3600_000_000 + 59 * 60_000_000 + 59_000_000,
+            pa.string(),
+            "838:59:59.000000",
+        ),
+        ("int64", "io.debezium.time.MicroTime", -1_000_000, pa.string(), "-00:00:01.000000"),
+        # Delta holds microsecond timestamps: milliseconds widen exactly.
         (
             "int64",
             "io.debezium.time.Timestamp",
             1_700_000_000_123,
-            pa.timestamp("ms"),
+            pa.timestamp("us"),
             dt.datetime(2023, 11, 14, 22, 13, 20, 123000),
         ),
-        ("int64", "org.apache.kafka.connect.data.Timestamp", 0, pa.timestamp("ms"), dt.datetime(1970, 1, 1)),
+        ("int64", "org.apache.kafka.connect.data.Timestamp", 0, pa.timestamp("us"), dt.datetime(1970, 1, 1)),
+        ("int32", "io.debezium.time.Year", 2024, pa.int32(), 2024),
+        ("int64", "io.debezium.time.MicroDuration", -90_061_000_001, pa.int64(), -90_061_000_001),
+        ("string", "io.debezium.time.Interval", "P1Y2M3DT4H5M6.78S", pa.string(), "P1Y2M3DT4H5M6.78S"),
+        ("string", "io.debezium.time.ZonedTime", "12:30:00.5Z", pa.string(), "12:30:00.5Z"),
+        ("string", "io.debezium.data.EnumSet", "a,c", pa.string(), "a,c"),
+        ("boolean", None, False, pa.bool_(), False),  # BIT(1) is a Connect boolean
+        ("bytes", "io.debezium.data.Bits", "AQo=", pa.binary(), b"\x0a\x01"),  # no length: big-endian bytes
         (
             "int64",
             "io.debezium.time.MicroTimestamp",
@@ -86,11 +106,42 @@ def test_semantic_types(ftype: str, name: str | None, wire: object, arrow: pa.Da
     assert to_arrow([wire, None], column).to_pylist() == [expected, None]
 
 
-def test_nano_timestamp_keeps_nanoseconds() -> None:
+def test_nano_timestamp_is_truncated_to_the_microsecond() -> None:
+    """SQL Server datetime2(7) (NanoTimestamp): Delta holds microseconds; the extra digits are dropped, never
+    rounded into the next microsecond, also before 1970."""
     column = ctype("int64", "io.debezium.time.NanoTimestamp")
-    array = to_arrow([1_700_000_000_123_456_789], column)
-    assert array.type == pa.timestamp("ns")
-    assert array.cast(pa.int64()).to_pylist() == [1_700_000_000_123_456_789]
+    array = to_arrow([1_700_000_000_123_456_789, -1, None], column)
+    assert array.type == pa.timestamp("us")
+    assert array.cast(pa.int64()).to_pylist() == [1_700_000_000_123_456, -1, None]
+
+
+def test_zoned_timestamp_with_seven_fractional_digits_is_truncated() -> None:
+    """SQL Server datetimeoffset(7) arrives as ZonedTimestamp text with 7 digits."""
+    column = ctype("string", "io.debezium.time.ZonedTimestamp")
+    array = to_arrow(["2024-01-02T03:04:05.1234567Z", "2024-01-02T03:04:05.5+01:00", None], column)
+    assert array.to_pylist() == [
+        dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC),
+        dt.datetime(2024, 1, 2, 2, 4, 5, 500000, tzinfo=UTC),
+        None,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("length", "wire", "arrow", "expected"),
+    [
+        ("12", "AQo=", pa.int64(), 0x0A01),  # MySQL BIT(12) b'101000000001', little-endian 01 0A
+        ("3", "BQ==", pa.int64(), 5),
+        ("63", "/////////38=", pa.int64(), 2**63 - 1),
+        ("64", "AQAAAAAAAIA=", pa.binary(), bytes.fromhex("8000000000000001")),  # big-endian, 8 bytes
+        ("72", "AQ==", pa.binary(), bytes.fromhex("000000000000000001")),  # sized by the length
+        ("2147483647", "AQo=", pa.binary(), bytes.fromhex("0a01")),  # varbit without a length
+    ],
+)
+def test_bits_are_integers_or_big_endian_bytes(length: str, wire: str, arrow: pa.DataType, expected: object) -> None:
+    """Debezium sends io.debezium.data.Bits little-endian (Postgres and MySQL connector docs, BIT(n>1))."""
+    column = ctype("bytes", "io.debezium.data.Bits", length=length)
+    assert column.arrow == arrow
+    assert to_arrow([wire, None], column).to_pylist() == [expected, None]
 
 
 def test_zoned_timestamp_keeps_utc_meaning_of_offsets() -> None:
@@ -120,15 +171,72 @@ def test_connect_decimal_is_exact(value: str, precision: int, scale: int) -> Non
     assert to_arrow([encode_decimal(value, scale)], column).to_pylist() == [decimal.Decimal(value)]
 
 
-def test_decimal_wider_than_38_digits_uses_decimal256() -> None:
-    column = ctype("bytes", "org.apache.kafka.connect.data.Decimal", scale="2", **{"connect.decimal.precision": "45"})
-    assert column.arrow == pa.decimal256(45, 2)
-    value = "1234567890123456789012345678901234567890123.21"
-    assert to_arrow([encode_decimal(value, 2)], column).to_pylist() == [decimal.Decimal(value)]
+def test_decimal_wider_than_38_digits_is_exact_text_by_default() -> None:
+    """MySQL decimal(65,30): Delta and Fabric hold 38 digits at most; never decimal256."""
+    column = ctype("bytes", "org.apache.kafka.connect.data.Decimal", scale="30", **{"connect.decimal.precision": "65"})
+    assert column.arrow == pa.string()
+    value = "12345678901234567890123456789012345.123456789012345678901234567890"
+    small = "-0.100000000000000000000000000000"
+    assert to_arrow([encode_decimal(value, 30), encode_decimal(small, 30), None], column).to_pylist() == [
+        value,
+        small,
+        None,
+    ]
 
 
-def test_variable_scale_decimal_exact_or_error() -> None:
+def test_decimal_wider_than_38_digits_can_stop_the_table_instead() -> None:
+    column = ctype(
+        "bytes",
+        "org.apache.kafka.connect.data.Decimal",
+        TypePolicy(wide_decimals="stop"),
+        scale="30",
+        **{"connect.decimal.precision": "65"},
+    )
+    assert column.refusal is not None and "mirror.wide_decimals" in column.refusal
+    with pytest.raises(ConversionError):
+        to_arrow([encode_decimal("1", 30)], column)
+    # Declaring the column gives it a decimal type again, exact or an error naming the setting.
+    declared = declared_decimal(column, 38, 30, "mirror.decimal_columns['public.t.c'] ('38,30')")
+    assert to_arrow([encode_decimal("1.5", 30)], declared).to_pylist() == [decimal.Decimal("1.5")]
+    with pytest.raises(ConversionError) as info:
+        to_arrow([encode_decimal("1234567890.5", 30)], declared)
+    assert "mirror.decimal_columns['public.t.c']" in info.value.reason
+
+
+def test_unsigned_bigint_precise_is_exact() -> None:
+    """MySQL BIGINT UNSIGNED with bigint.unsigned.handling.mode=precise: Connect Decimal(20,0)."""
+    column = ctype("bytes", "org.apache.kafka.connect.data.Decimal", scale="0", **{"connect.decimal.precision": "20"})
+    assert column.arrow == pa.decimal128(20, 0)
+    top = "18446744073709551615"
+    assert to_arrow([encode_decimal(top, 0)], column).to_pylist() == [decimal.Decimal(top)]
+
+
+def test_a_negative_scale_decimal_is_a_whole_number_decimal() -> None:
+    """Postgres numeric(5,-2) holds multiples of 100 up to 7 digits; Parquet decimals have no negative scale."""
+    column = ctype("bytes", "org.apache.kafka.connect.data.Decimal", scale="-2", **{"connect.decimal.precision": "5"})
+    assert column.arrow == pa.decimal128(7, 0)
+    assert to_arrow([encode_decimal("1234500", -2)], column).to_pylist() == [decimal.Decimal("1234500")]
+
+
+@pytest.mark.parametrize(
+    ("value", "scale", "text"),
+    [
+        ("0.14285714285714285714", 20, "0.14285714285714285714"),  # 1/7 in Postgres numeric
+        ("1E-20", 20, "0.00000000000000000001"),
+        ("1.50", 2, "1.50"),  # the source's scale is kept
+        ("-123456789012345678901234567890123456789012.5", 1, "-123456789012345678901234567890123456789012.5"),
+        ("0", 0, "0"),
+    ],
+)
+def test_variable_scale_decimal_is_exact_text_by_default(value: str, scale: int, text: str) -> None:
+    """Postgres numeric without precision: every value mirrors exactly, whatever its scale or size."""
     column = ctype("struct", "io.debezium.data.VariableScaleDecimal")
+    assert column.arrow == pa.string()
+    assert to_arrow([{"scale": scale, "value": encode_decimal(value, scale)}, None], column).to_pylist() == [text, None]
+
+
+def test_variable_scale_decimal_declared_is_exact_or_an_error_naming_the_setting() -> None:
+    column = ctype("struct", "io.debezium.data.VariableScaleDecimal", TypePolicy(variable_scale=(38, 10)))
     assert column.arrow == pa.decimal128(38, 10)
     good = {"scale": 3, "value": encode_decimal("123456.789", 3)}
     assert to_arrow([good], column).to_pylist() == [decimal.Decimal("123456.789")]
@@ -136,6 +244,7 @@ def test_variable_scale_decimal_exact_or_error() -> None:
     with pytest.raises(ConversionError) as info:
         to_arrow([good, too_fine], column)
     assert info.value.row == 1
+    assert "mirror.variable_scale_decimal" in info.value.reason
 
 
 def test_decimal_sent_as_text_when_declared() -> None:
@@ -189,7 +298,7 @@ def test_ints_beyond_int64_in_a_double_column_convert() -> None:
 @pytest.mark.parametrize("ftype", ["double", "float"])
 def test_non_finite_floats_as_json_converter_writes_them(ftype: str) -> None:
     """Postgres double NaN/Infinity arrive as the strings Jackson writes; other strings stay errors."""
-    ctype = column_type_from_schema({"field": "x", "type": ftype}, 38, 10)
+    ctype = column_type_from_schema({"field": "x", "type": ftype})
     values = to_arrow([1.5, "NaN", "Infinity", "-Infinity", None], ctype).to_pylist()
     assert values[0] == 1.5 and math.isnan(values[1])
     assert values[2:] == [math.inf, -math.inf, None]
