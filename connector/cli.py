@@ -99,9 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("landing_zone")
     rep.add_argument("--output", required=True)
     rep.add_argument("--show", type=int, default=0, metavar="N", help="also print the first N rows of each table")
+    rep.add_argument(
+        "--format",
+        choices=["parquet", "delta"],
+        default="parquet",
+        help="parquet: one file per table (fast pyarrow replay, reads anything); delta: real Delta tables, "
+        "as Fabric writes them, refusing what Delta cannot hold",
+    )
 
     ver = sub.add_parser("verify", help="compare the replayed landing zone with the source database")
-    ver.add_argument("--source", required=True, help="postgresql://USER[:PASSWORD]@HOST:PORT/DB")
+    ver.add_argument(
+        "--source", required=True, help="postgresql://, mysql:// or mariadb://USER[:PASSWORD]@HOST:PORT/DB"
+    )
     ver.add_argument("--landing-zone", required=True)
     ver.add_argument("--tables", help="comma-separated schema.table list; default: every mirrored table")
 
@@ -217,9 +226,12 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from connector.tools.landing_reader import require_landing_zone
     from connector.tools.validate import validate_landing_zone
 
-    problems = validate_landing_zone(_open_landing_zone(args.landing_zone))
+    storage = _open_landing_zone(args.landing_zone)
+    require_landing_zone(storage, args.landing_zone)
+    problems = validate_landing_zone(storage)
     for problem in problems:
         print(problem)
     if not problems:
@@ -228,14 +240,14 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from connector.tools.replay import replay_landing_zone, write_replay
+    from connector.tools.replay import replay_to
 
-    storage = _open_landing_zone(args.landing_zone)
-    counts = write_replay(storage, args.output)
-    for table, rows in sorted(counts.items()):
-        print(f"{table}: {rows} rows")
+    _check_landing_zone_url(args.landing_zone)
+    states = replay_to(args.landing_zone, args.output, args.format)
+    for table, data in sorted(states.items()):
+        print(f"{table}: {data.num_rows} rows")
     if args.show:
-        for table, data in sorted(replay_landing_zone(storage).items()):
+        for table, data in sorted(states.items()):
             print(f"\n== {table} ==")
             print(data.slice(0, args.show).to_pandas().to_string(index=False))
     return 0

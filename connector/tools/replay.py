@@ -16,6 +16,14 @@ source database. So it follows the documented semantics literally, including the
 Rows are tracked as (file, row) references and the result is gathered with Arrow ``take``, so values
 (decimals, timestamps with their unit and zone) come out exactly as they went in, and only the key and
 marker columns ever become Python objects.
+
+``connector.tools.delta_oracle`` applies the same semantics to real Delta tables, as Fabric does, and
+refuses what Delta cannot hold; ``verify`` and ``replay --format delta`` use it. This pyarrow replay
+stays the default of ``replay`` because it earns its place three ways: it reads anything Arrow can, so
+it still shows what a landing zone holds when Delta refuses it (the refusal is the answer to "will
+Fabric take it", this is the answer to "what did the connector write"); it writes no transaction log
+and commits nothing, so it is the fast view of a large landing zone; and it is an independent
+implementation of the semantics that the Delta oracle is tested against (differential tests).
 """
 
 from __future__ import annotations
@@ -28,9 +36,10 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from connector.errors import LandingZoneCorrupt
+from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing.layout import TableRef
+from connector.storage import open_storage
 from connector.storage.base import Storage
 from connector.tools.landing_reader import (
     PARQUET,
@@ -40,6 +49,7 @@ from connector.tools.landing_reader import (
     list_data_files,
     read_data_file,
     read_table_metadata,
+    require_landing_zone,
 )
 
 _INSERT = int(RowMarker.INSERT)
@@ -57,7 +67,39 @@ def replay_landing_zone(storage: Storage) -> dict[str, pa.Table]:
     Raises:
         LandingZoneCorrupt: a table cannot be replayed (see ``replay_table``).
     """
-    return {table.id: replay_table(storage, table) for table in discover_tables(storage)}
+    return {table.id: state for table, state in _replay_tables(storage)}
+
+
+def _replay_tables(storage: Storage) -> list[tuple[TableRef, pa.Table]]:
+    return [(table, replay_table(storage, table)) for table in discover_tables(storage)]
+
+
+REPLAY_FORMATS = ("parquet", "delta")
+"""``replay --format``: Parquet files from the pyarrow replay, or Delta tables from the Delta oracle."""
+
+
+def replay_to(landing_zone: str, output_dir: str | os.PathLike[str], output_format: str) -> dict[str, pa.Table]:
+    """Replay ``landing_zone`` into ``output_dir`` in ``output_format``; returns each table's state.
+
+    ``delta`` writes one Delta table per table (``<schema>.schema/<table>`` or ``<table>``) with the Delta
+    oracle, and returns the tables read back from Delta; ``parquet`` writes ``write_replay``'s files.
+
+    Raises:
+        ConfigError: ``landing_zone`` is a local folder that does not exist, or the format is unknown.
+        LandingZoneCorrupt: a table cannot be replayed (``TableRefused`` when Delta refuses it).
+    """
+    storage = open_storage(landing_zone)
+    require_landing_zone(storage, landing_zone)
+    if output_format == "delta":
+        from connector.tools.delta_oracle import apply_to_delta
+
+        return apply_to_delta(landing_zone, Path(output_dir))
+    if output_format != "parquet":
+        msg = f"replay format {output_format!r} is not one of {list(REPLAY_FORMATS)}"
+        raise ConfigError(msg)
+    states = _replay_tables(storage)
+    _write_parquet(states, output_dir)
+    return {table.id: state for table, state in states}
 
 
 def write_replay(storage: Storage, output_dir: str | os.PathLike[str]) -> dict[str, int]:
@@ -67,15 +109,17 @@ def write_replay(storage: Storage, output_dir: str | os.PathLike[str]) -> dict[s
     that a replayed table is found where a person would look for it. Existing files are replaced: a
     replay is a derived view, recomputed whole each time.
     """
-    counts: dict[str, int] = {}
+    states = _replay_tables(storage)
+    _write_parquet(states, output_dir)
+    return {table.id: state.num_rows for table, state in states}
+
+
+def _write_parquet(states: list[tuple[TableRef, pa.Table]], output_dir: str | os.PathLike[str]) -> None:
     root = Path(output_dir)
-    for table in discover_tables(storage):
-        state = replay_table(storage, table)
+    for table, state in states:
         target = root / f"{table.folder}.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(state, target)
-        counts[table.id] = state.num_rows
-    return counts
 
 
 def replay_table(storage: Storage, table: TableRef) -> pa.Table:

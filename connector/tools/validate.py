@@ -16,6 +16,11 @@ Numbering rule (per table, over the numbers found in the table folder, ``_Proces
   removes the oldest first, so nothing it does can open a hole in the middle;
 * one content per number: a number found in two places (mid-move) is only a problem when the two
   files differ in size.
+
+Type rule: open mirroring writes every table into Delta, so a Parquet column type Delta cannot hold
+(``connector.landing.fabric_types``: TIME, decimal precision > 38, nanosecond timestamps, unsigned
+integers, nested types that are not JSON text) is reported once per column and type, naming the first
+file that has it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.events import ROW_MARKER_COLUMN, RowMarker
+from connector.landing.fabric_types import fabric_type_problem
 from connector.landing.layout import METADATA_FILE, PARTNER_EVENTS_FILE, PROCESSED_FOLDERS, TableRef
 from connector.storage.base import Storage, join
 from connector.tools.landing_reader import (
@@ -361,6 +367,12 @@ class _TableCheck:
             if field.name == ROW_MARKER_COLUMN:
                 continue
             previous = types.get(field.name)
+            problem = fabric_type_problem(field.type)
+            if problem is not None and (previous is None or previous[0] != field.type):
+                self.add(
+                    data_file.path,
+                    f"column {field.name!r} has type {field.type}, which Delta/Fabric cannot hold: {problem}",
+                )
             if previous is not None and previous[0] != field.type:
                 self.add(
                     data_file.path,

@@ -1,4 +1,8 @@
-"""``verify``: the replayed landing zone against the source database, row by row.
+"""``verify``: the landing zone applied to real Delta tables, against the source database, row by row.
+
+Each table is applied with the Delta oracle (``connector.tools.delta_oracle``) into a temporary folder
+and read back from Delta, so verify judges what Fabric would hold, not what our own reader accepts: a
+type Delta cannot hold, or a type change, is a refused table, reported as such with a non-zero exit.
 
 Values are compared exactly after one normalisation per type, so a difference means the mirror is
 wrong, not that two libraries print a value differently: decimals compare numerically (Debezium strips
@@ -11,17 +15,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import struct
+import tempfile
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from connector.errors import LandingZoneCorrupt
 from connector.storage import open_storage
-from connector.tools.landing_reader import discover_tables, read_table_metadata
-from connector.tools.replay import replay_table
+from connector.tools.delta_oracle import apply_table_to_delta
+from connector.tools.landing_reader import discover_tables, read_table_metadata, require_landing_zone
 
 Row = dict[str, Any]
 
@@ -38,14 +45,18 @@ class TableReport:
     extra: int = 0
     differing: int = 0
     examples: list[str] = field(default_factory=list)
+    refused: str | None = None
+    """Why Delta (so Fabric) refused the table, when it did: then nothing was compared."""
 
     @property
     def ok(self) -> bool:
         """The mirror equals the source."""
-        return not (self.missing or self.extra or self.differing)
+        return not (self.missing or self.extra or self.differing or self.refused)
 
     def line(self) -> str:
         """The report line the CLI prints."""
+        if self.refused is not None:
+            return f"{self.table}: refused by Delta (Fabric would stop this table): {self.refused}"
         return (
             f"{self.table}: source={self.source_rows} mirror={self.mirror_rows} matching={self.matching} "
             f"missing={self.missing} extra={self.extra} differing={self.differing}"
@@ -112,7 +123,7 @@ def _normalise(value: Any, arrow: pa.DataType | None) -> Any:
         return str(value)
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
-    if isinstance(value, str) and value[:1] in "{[" and arrow is not None and pa.types.is_string(arrow):
+    if isinstance(value, str) and value[:1] in "{[" and arrow is not None and _is_text(arrow):
         try:
             return json.dumps(json.loads(value), sort_keys=True)
         except ValueError:
@@ -126,20 +137,44 @@ def _normalise(value: Any, arrow: pa.DataType | None) -> Any:
     return value
 
 
+def _is_text(arrow: pa.DataType) -> bool:
+    """Delta reads strings back as ``string``, ``large_string`` or ``string_view`` depending on the path."""
+    return bool(pa.types.is_string(arrow) or pa.types.is_large_string(arrow) or pa.types.is_string_view(arrow))
+
+
 def verify(source_url: str, landing_zone: str, tables: list[str] | None = None) -> list[TableReport]:
-    """Replay every mirrored table (or ``tables``) and compare it with the source database."""
+    """Apply every mirrored table (or ``tables``) to Delta and compare it with the source database.
+
+    A table Delta refuses gets a report with ``refused`` set; the other tables are still compared, as
+    open mirroring stops only the refused table.
+
+    Raises:
+        ConfigError: ``landing_zone`` is a local folder that does not exist.
+    """
+    from connector.tools.source_mysql import is_mysql_url, verify_mysql
+
+    if is_mysql_url(source_url):  # mysql:// or mariadb://: MySQL's types need their own reader
+        return verify_mysql(source_url, landing_zone, tables)
     import psycopg
     from psycopg import sql
 
     storage = open_storage(landing_zone)
+    require_landing_zone(storage, landing_zone)
     reports = []
-    with psycopg.connect(source_url, autocommit=True) as conn:
+    with (
+        psycopg.connect(source_url, autocommit=True) as conn,
+        tempfile.TemporaryDirectory(prefix="verify-delta-") as delta_root,
+    ):
         for ref in discover_tables(storage):
             if tables and ref.id not in tables:
                 continue
             metadata = read_table_metadata(storage, ref)
             keys = list(metadata.key_columns) if metadata else []
-            mirror = replay_table(storage, ref)
+            try:
+                mirror = apply_table_to_delta(storage, ref, Path(delta_root) / ref.folder)
+            except LandingZoneCorrupt as exc:
+                reports.append(TableReport(ref.id, refused=str(exc)))
+                continue
             query = sql.SQL("SELECT * FROM {}").format(
                 sql.Identifier(ref.schema, ref.name) if ref.schema else sql.Identifier(ref.name)
             )

@@ -10,7 +10,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
+from connector.cli import main
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
 from connector.storage.local import LocalStorage
@@ -259,3 +261,49 @@ def test_large_table_with_every_marker(storage: LocalStorage) -> None:
     result = replay_landing_zone(storage)["dbo.people"]
     assert result.num_rows == count - len(range(1, count, 4))
     assert result.column("v").to_pylist()[:3] == [-1, -1, 3]
+
+
+def test_replay_of_a_missing_landing_zone_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-such-zone"
+    assert main(["replay", str(missing), "--output", str(tmp_path / "out")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.strip() == f"error: landing zone {missing} does not exist"
+    assert not (tmp_path / "out").exists()
+
+
+def test_replay_skips_hidden_and_underscore_folders(storage: LocalStorage) -> None:
+    put(storage, 1, {"id": [1], "marker": [0]})
+    put(storage, 1, {"id": [5], "marker": [0]}, folder=".state")
+    put(storage, 1, {"id": [6], "marker": [0]}, folder="_connector")
+    assert sorted(replay_landing_zone(storage)) == ["dbo.people"]
+
+
+@pytest.mark.parametrize("output_format", ["parquet", "delta"])
+def test_replay_command_prints_row_counts_in_either_format(
+    storage: LocalStorage, tmp_path: Path, capsys: pytest.CaptureFixture[str], output_format: str
+) -> None:
+    put(storage, 1, {"id": [1, 2, 3], "name": ["a", "b", "c"], "marker": [0, 0, 0]})
+    put(storage, 2, {"id": [2], "name": [None], "marker": [2]})
+    out_dir = tmp_path / "out"
+    code = main(["replay", str(storage.root), "--output", str(out_dir), "--format", output_format, "--show", "5"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("dbo.people: 2 rows\n")
+    if output_format == "delta":
+        table = DeltaTable(str(out_dir / "dbo.schema" / "people")).to_pyarrow_dataset().to_table()
+    else:
+        table = pq.read_table(out_dir / "dbo.schema" / "people.parquet")
+    assert sorted(table.column("id").to_pylist()) == [1, 3]
+
+
+def test_replay_delta_refuses_a_time_column(
+    storage: LocalStorage, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    put(storage, 1, {"id": [1], "at": pa.array([dt.time(12)], pa.time64("us")), "marker": [0]})
+    assert main(["replay", str(storage.root), "--output", str(tmp_path / "out"), "--format", "delta"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: table dbo.people: dbo.schema/people/00000000000000000001.parquet: column 'at'")
+    assert "time64[us], which Delta/Fabric cannot hold" in err
+    # The pyarrow replay still shows what the connector wrote.
+    assert main(["replay", str(storage.root), "--output", str(tmp_path / "out")]) == 0

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from connector.cli import main
 from connector.events import ROW_MARKER_COLUMN
 from connector.storage.local import LocalStorage
 from connector.tools.landing_reader import discover_tables, list_data_files, read_data_file, table_format
@@ -440,3 +443,51 @@ def test_invalid_partner_events(zone: LocalStorage, content: bytes, expected: li
 def test_partner_events_are_optional(zone: LocalStorage) -> None:
     zone.delete("_partnerEvents.json")
     assert validate_landing_zone(zone) == []
+
+
+def test_types_delta_and_fabric_cannot_hold_are_reported_once_naming_file_and_column(storage: LocalStorage) -> None:
+    put_json(storage, "t/_metadata.json", {"keyColumns": ["id"]})
+    unsafe = {
+        "at": pa.array([dt.time(1, 2, 3)], pa.time64("us")),
+        "big": pa.array([Decimal("1.5")], pa.decimal256(65, 30)),
+        "nanos": pa.array([1], pa.timestamp("ns")),
+        "count": pa.array([1], pa.uint32()),
+        "nested": pa.array([{"a": 1}], pa.struct([("a", pa.int64())])),
+        "tags": pa.array([["x"]], pa.list_(pa.string())),
+        "doc": pa.array(['{"a": 1}'], pa.string()),  # JSON text: what the format asks for complex values
+        "at_ok": pa.array([1], pa.timestamp("us", "UTC")),
+        "money": pa.array([Decimal("1.5")], pa.decimal128(38, 2)),
+    }
+    put_parquet(storage, f"t/{name(1)}", rows([1], [0], **unsafe))
+    put_parquet(storage, f"t/{name(2)}", rows([2], [0], **unsafe))
+    problems = validate_landing_zone(storage)
+    reported = {problem.message.split(" has type")[0]: problem for problem in problems}
+    assert sorted(reported) == [
+        "column 'at'",
+        "column 'big'",
+        "column 'count'",
+        "column 'nanos'",
+        "column 'nested'",
+        "column 'tags'",
+    ]
+    assert len(problems) == 6  # once per column, not once per file
+    assert all(problem.path == f"t/{name(1)}" for problem in problems)
+    assert "has type time64[us], which Delta/Fabric cannot hold" in reported["column 'at'"].message
+    assert "decimal256(65, 30)" in reported["column 'big'"].message
+    assert "at most 38 digits" in reported["column 'big'"].message
+
+
+def test_validate_of_a_missing_landing_zone_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-such-zone"
+    assert main(["validate", str(missing)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.strip() == f"error: landing zone {missing} does not exist"
+
+
+def test_hidden_folders_are_not_tables(storage: LocalStorage) -> None:
+    put_json(storage, "t/_metadata.json", {"keyColumns": ["id"]})
+    put_parquet(storage, f"t/{name(1)}", rows([1]))
+    storage.create(".state/state.json", b"{}")
+    assert [table.id for table in discover_tables(storage)] == ["t"]
+    assert validate_landing_zone(storage) == []

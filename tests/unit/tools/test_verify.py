@@ -1,0 +1,69 @@
+"""``verify``'s comparison works on what Delta gives back, and a table Delta refuses fails verify."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+
+from connector.events import ROW_MARKER_COLUMN
+from connector.landing.encoding import FileFormat
+from connector.storage.local import LocalStorage
+from connector.tools.delta_oracle import apply_to_delta
+from connector.tools.verify import TableReport, compare_rows
+
+
+def test_source_rows_match_the_delta_table_read_back(tmp_path: Path) -> None:
+    zone = LocalStorage(tmp_path / "zone")
+    zone.create("public.schema/t/_metadata.json", json.dumps({"keyColumns": ["id"]}).encode())
+    ident = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    instant = dt.datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
+    data = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int32()),
+            "amount": pa.array([Decimal("1.50"), Decimal("-3")], pa.decimal128(20, 2)),
+            "at": pa.array([instant, None], pa.timestamp("us", "UTC")),
+            "doc": ['{"b": [1, 2], "a": null}', None],
+            "ident": [str(ident), None],
+            "ratio": pa.array([0.1, None], pa.float32()),
+            ROW_MARKER_COLUMN: pa.array([0, 0], pa.int32()),
+        }
+    )
+    zone.create(f"public.schema/t/{1:020d}.parquet", FileFormat().encode(data))
+    mirror = apply_to_delta(str(zone.root), tmp_path / "delta")["public.t"]
+    plus_two = dt.timezone(dt.timedelta(hours=2))
+    source = [
+        {
+            "id": 1,
+            "amount": Decimal("1.5"),  # Postgres numeric without trailing zeros
+            "at": instant.astimezone(plus_two),  # psycopg gives the session's zone
+            "doc": {"a": None, "b": [1, 2]},  # jsonb, parsed
+            "ident": ident,
+            "ratio": 0.1,
+        },
+        {"id": 2, "amount": Decimal("-3.00"), "at": None, "doc": None, "ident": None, "ratio": None},
+    ]
+    report = compare_rows("public.t", ["id"], source, mirror)
+    assert report.examples == []
+    assert (report.matching, report.missing, report.extra, report.differing) == (2, 0, 0, 0)
+    assert report.ok
+
+
+def test_json_text_compares_as_documents_in_every_arrow_string_type() -> None:
+    for string_type in (pa.string(), pa.large_string(), pa.string_view()):
+        mirror = pa.table({"id": [1], "doc": pa.array(['{"b":1,"a":2}'], string_type)})
+        report = compare_rows("t", ["id"], [{"id": 1, "doc": {"a": 2, "b": 1}}], mirror)
+        assert report.ok, (string_type, report.examples)
+
+
+def test_a_refused_table_fails_verify_and_says_why() -> None:
+    report = TableReport("public.t", refused="table public.t: x.parquet: column 'at' has type time64[us]")
+    assert not report.ok
+    assert report.line() == (
+        "public.t: refused by Delta (Fabric would stop this table): "
+        "table public.t: x.parquet: column 'at' has type time64[us]"
+    )
