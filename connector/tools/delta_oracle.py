@@ -138,6 +138,8 @@ class _DeltaWriter:
     default_marker: int
     columns: dict[str, _Column] = field(default_factory=dict)
     created: bool = False
+    delta_columns: set[str] = field(default_factory=set)
+    """Columns the Delta table has: a file that adds none and leaves no row needs no append."""
 
     def refuse(self, data_file: DataFile, reason: str) -> TableRefused:
         return TableRefused(self.table.id, data_file.path, reason)
@@ -250,11 +252,14 @@ class _DeltaWriter:
         """Append ``rows``, adding the columns the table does not have yet (even with no rows)."""
         from deltalake import write_deltalake
 
+        if not rows.num_rows and self.created and self.delta_columns.issuperset(rows.column_names):
+            return  # nothing to write: a commit would only add an empty file
         try:
             write_deltalake(self.uri, rows, mode="append", schema_mode="merge")
         except Exception as exc:  # delta-rs raises several unrelated types; the message says what failed
             raise self.refuse(data_file, f"Delta write failed: {exc}") from exc
         self.created = True
+        self.delta_columns.update(rows.column_names)
 
     def retype_null_columns(self, data_file: DataFile, names: list[str]) -> None:
         """Rewrite the table with columns that held only NULLs in their first real type."""
