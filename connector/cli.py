@@ -117,6 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
     chk = sub.add_parser("check-config", help="validate a YAML config against schemas/connector-config.schema.json")
     chk.add_argument("file")
 
+    src = sub.add_parser(
+        "check-source", help="warn about lossy Debezium connector settings, read from the Kafka Connect REST API"
+    )
+    src.add_argument("--connect", required=True, help="Kafka Connect REST URL, e.g. http://127.0.0.1:8083")
+    src.add_argument("--connector", help="one connector's name; default: every registered connector")
+    src.add_argument(
+        "--config", help="the mirror's YAML config: its mirror.truncate_policy decides whether skipped TRUNCATEs matter"
+    )
+
     bench = sub.add_parser("bench", help="benchmarks: convert (no JVM) or stream (Spark + Kafka)")
     bench.add_argument("target", choices=["convert", "stream"])
     bench.add_argument("--events", type=int, default=1_000_000)
@@ -180,6 +189,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from connector.stream.job import run_from_args
 
         return int(run_from_args(args, _mirror_overrides(args)))
+    if command == "check-source":
+        from connector.config import load_settings
+        from connector.tools.check_source import check_source_command
+
+        policy = load_settings(args.config).mirror.truncate_policy
+        return check_source_command(args.connect, args.connector, policy)
     if command == "verify":
         from connector.tools.verify import verify_command
 
