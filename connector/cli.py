@@ -158,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # py4j logs every JVM call with its arguments at DEBUG (resolved Kafka secrets among them) and each
     # callback at INFO: never useful in a service log, at any level.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging.getLogger("py4j.clientserver").addFilter(_drop_callback_failures)
     try:
         return int(_dispatch(args))
     except ConnectorError as exc:
@@ -166,6 +167,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _drop_callback_failures(record: logging.LogRecord) -> bool:
+    """Drop py4j's traceback of an exception raised in ``foreachBatch``.
+
+    The query fails with that exception, and ``run`` reports it once: as one ``error:`` line when its cause
+    is known, else in full. py4j's copy would only bury that line under a second traceback.
+    """
+    return not str(record.msg).startswith("There was an exception while executing the Python Proxy")
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -1,0 +1,106 @@
+"""Kafka problems end ``run`` with one ``error:`` line (exit 2), on the real broker and real Spark.
+
+Before: records deleted from under the checkpoint (retention, ``delete_records``) failed the query with a
+Spark stack trace that buried the partition and offset; a client the brokers refuse showed a JVM trace
+after Spark had started. A topic pattern that matches nothing is not an error: Debezium creates topics
+with its first snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.integration.test_stream_kafka import connector_args
+from tests.support.kafka import produce, run_connector
+from tests.support.model import Workload
+
+pytestmark = [pytest.mark.kafka]
+
+PLANTED = "planted-Pw-4b1d"
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "preflight-test", "enable.auto.commit": False})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+    finally:
+        consumer.close()
+    return int(high)
+
+
+@pytest.mark.spark
+def test_records_deleted_under_the_checkpoint_name_topic_partition_offset(
+    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    workload = Workload("dataloss", partitions=1)
+    topic = make_topic(workload.customers.name, 1)
+    make_topic(workload.orders.name, 1)
+    produce(kafka_bootstrap, workload.records(200))
+    args = connector_args(kafka_bootstrap, "dataloss", tmp_path)
+    first = run_connector(*args)
+    assert first.returncode == 0, first.stderr[-4000:]
+
+    checkpointed = end_offset(kafka_bootstrap, topic)
+    produce(kafka_bootstrap, workload.records(200))
+    end = end_offset(kafka_bootstrap, topic)
+    assert end > checkpointed + 2
+    # What retention does to a lagging consumer: the records the checkpoint reads next are gone.
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    deleted = admin.delete_records([TopicPartition(topic, 0, end - 1)], request_timeout=30)
+    for future in deleted.values():
+        future.result(timeout=30)
+
+    second = run_connector(*args)
+    assert second.returncode == 2, second.stderr[-4000:]
+    lines = second.stderr.splitlines()
+    # Spark's own log records still carry the JVM stack (and the batch's traceback inside it); no Python
+    # traceback of this process follows them, and the error line comes last.
+    assert not [line for line in lines if line.startswith("Traceback")], second.stderr[-4000:]
+    errors = error_lines(second.stderr)
+    assert len(errors) == 1 and lines[-1] == errors[0], second.stderr[-4000:]
+    assert f"{topic}[0]@{checkpointed}" in errors[0]
+    assert "snapshot" in errors[0] and "retention" in errors[0]
+
+
+def test_brokers_refusing_the_client_is_one_line_before_spark(
+    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    make_topic("refused.public.t", 1)
+    config = tmp_path / "sasl.yaml"
+    config.write_text(
+        "source:\n  kafka_options:\n"
+        "    kafka.security.protocol: SASL_PLAINTEXT\n"
+        "    kafka.sasl.mechanism: PLAIN\n"
+        "    kafka.sasl.jaas.config: >-\n"
+        "      org.apache.kafka.common.security.plain.PlainLoginModule required\n"
+        '      username="mirror" password="${env:PREFLIGHT_PLANTED}";\n'
+    )
+    args = connector_args(kafka_bootstrap, "refused", tmp_path)
+    args[args.index("--config") + 1] = str(config)
+    result = run_connector(*args, env={"PREFLIGHT_PLANTED": PLANTED})
+    assert "Traceback" not in result.stderr, result.stderr[-4000:]
+    assert result.returncode == 2, result.stderr[-4000:]
+    errors = error_lines(result.stderr)
+    assert len(errors) == 1, result.stderr
+    assert kafka_bootstrap in errors[0] and "sasl.mechanism=PLAIN" in errors[0]
+    assert PLANTED not in result.stderr + result.stdout
+    assert not (tmp_path / "cp" / "spark").exists()  # refused before Spark started
+
+
+@pytest.mark.spark
+def test_a_pattern_that_matches_no_topic_is_a_warning(kafka_bootstrap: str, tmp_path: Path) -> None:
+    args = connector_args(kafka_bootstrap, f"nothing-yet-{os.getpid()}", tmp_path)
+    result = run_connector(*args)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert error_lines(result.stderr) == []
+    assert "matches source.topics" in result.stderr
