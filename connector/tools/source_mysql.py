@@ -190,7 +190,7 @@ def _time_text_micros(text: str) -> Any:
 
 
 def float32(value: Any) -> Any:
-    """The float32 nearest ``value``: MySQL ``FLOAT`` is single precision, printed shortest by the server."""
+    """The float32 nearest ``value``: MySQL ``FLOAT`` is single precision (read exactly: ``_select_expression``)."""
     if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
         return struct.unpack("f", struct.pack("f", float(value)))[0]
     return value
@@ -289,11 +289,22 @@ class MySqlReader:
         """Every row of the table, streamed (an unbuffered cursor: memory stays flat)."""
         import pymysql.cursors  # type: ignore[import-untyped]
 
-        names = ", ".join(_quote(c.name) for c in columns)
+        names = ", ".join(_select_expression(c) for c in columns)
         with self._conn.cursor(pymysql.cursors.SSCursor) as cursor:
             cursor.execute(f"SELECT {names} FROM {_quote(database)}.{_quote(table)}")  # noqa: S608 - quoted identifiers
             for values in cursor:
                 yield dict(zip((c.name for c in columns), values, strict=True))
+
+
+def _select_expression(column: SourceColumn) -> str:
+    """The column as selected; ``FLOAT`` through ``CAST(… AS DOUBLE)``.
+
+    The server prints a float with six significant digits only (3.4028234e38 reads back as 3.40282e38);
+    the cast gives the stored single-precision value exactly.
+    """
+    if column.data_type.lower() == "float":
+        return f"CAST({_quote(column.name)} AS DOUBLE) AS {_quote(column.name)}"
+    return _quote(column.name)
 
 
 def _quote(identifier: str) -> str:

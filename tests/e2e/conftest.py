@@ -212,3 +212,44 @@ def avro_stack(avro_stack_state_dir: Path, registry: dict[str, str]) -> Iterator
 def avro_stack_ctl(avro_stack: dict[str, str]) -> StackCtl:
     """Like ``stack_ctl``, for ``avro_stack``."""
     return _ctl(Path(avro_stack["state_dir"]), {"REGISTRY_URL": avro_stack["registry.url"]})
+
+
+MARIADB_KEYS = ("mariadb", "bootstrap.servers", "topics", "connect", "connector")
+
+
+@pytest.fixture(scope="session")
+def mariadb_stack() -> Iterator[dict[str, str]]:
+    """The MariaDB stack (``stack.sh up --source mariadb``), once per test session, shared by the MariaDB tests.
+
+    The ``tests.e2e.workload_mariadb`` schema and snapshot rows are loaded through ``--init-sql`` before the
+    Debezium MariaDB connector is registered (so they arrive as snapshot reads). Returns the printed values
+    (``mariadb`` is the ``mysql://`` URL) plus ``state_dir``. Always ``down`` at the end.
+    """
+    from tests.e2e import workload_mariadb
+
+    with _state_dir("e2e-mariadb-") as state_dir:
+        init_sql = state_dir / "init.sql"
+        init_sql.write_text(workload_mariadb.init_sql(SNAPSHOT_SEED), encoding="utf-8")
+        try:
+            try:
+                result = _run(state_dir, "up", "--source", "mariadb", "--init-sql", str(init_sql), timeout=UP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"stack.sh up --source mariadb timed out after {UP_TIMEOUT_S}s:\n{_log_tail(state_dir)}")
+            if result.returncode != 0:
+                pytest.fail(f"stack.sh up --source mariadb failed (exit {result.returncode}):\n{_log_tail(state_dir)}")
+            values = _parse(result.stdout, MARIADB_KEYS)
+            values["state_dir"] = str(state_dir)
+            yield values
+        finally:
+            down = _run(state_dir, "down", timeout=DOWN_TIMEOUT_S)
+            left = _our_processes(state_dir)
+            if down.returncode != 0 or left:
+                pytest.fail(
+                    f"stack.sh down failed (exit {down.returncode}), still running: {left}\n{_log_tail(state_dir)}"
+                )
+
+
+@pytest.fixture(scope="session")
+def mariadb_stack_ctl(mariadb_stack: dict[str, str]) -> StackCtl:
+    """``mariadb_stack_ctl("restart-debezium")``: another stack command on the MariaDB stack; its stdout."""
+    return _ctl(Path(mariadb_stack["state_dir"]))
