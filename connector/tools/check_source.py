@@ -38,6 +38,8 @@ _DEFAULTS = {
     "time.precision.mode": "adaptive",
     "tombstones.on.delete": "true",
 }
+# The MySQL and MariaDB connectors default to microsecond times (their TIME is a duration, not a time of day).
+_MYSQL_DEFAULTS = {"time.precision.mode": "adaptive_time_microseconds"}
 _MYSQL_CLASSES = ("io.debezium.connector.mysql.", "io.debezium.connector.mariadb.")
 _UNWRAP = "io.debezium.transforms.ExtractNewRecordState"
 _TIMEOUT_S = 10
@@ -75,8 +77,10 @@ def check_connector_config(name: str, config: Mapping[str, str], truncate_policy
     kind = source_kind(config.get("connector.class", ""))
     findings: list[Finding] = []
 
+    defaults = {**_DEFAULTS, **(_MYSQL_DEFAULTS if kind == "mysql" else {})}
+
     def setting(key: str) -> str:
-        return str(config.get(key, _DEFAULTS.get(key, ""))).strip()
+        return str(config.get(key, defaults.get(key, ""))).strip()
 
     def warn(key: str, value: str, consequence: str) -> None:
         shown = value if key in config else f"{value} (Debezium's default)"

@@ -1,0 +1,115 @@
+"""``check-source`` against real Debezium connectors registered on the MariaDB stack's Kafka Connect worker.
+
+Each lossy setting is registered as its own connector (its own topic prefix and binlog server id, no
+snapshot), so Connect validates the config against the real database first; the preflight reads it back
+through the REST API and must name the setting. The stack's own connector, registered with the
+recommended settings, must pass.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from connector.tools.source_mysql import MySqlSource
+from tests.support.kafka import run_connector
+
+pytestmark = pytest.mark.e2e
+
+# name suffix -> (settings, the setting the warning must name)
+LOSSY = {
+    "decimal-double": ({"decimal.handling.mode": "double"}, "decimal.handling.mode=double"),
+    "unsigned-long": ({"bigint.unsigned.handling.mode": "long"}, "bigint.unsigned.handling.mode=long"),
+    "unsigned-default": ({}, "bigint.unsigned.handling.mode=long (Debezium's default)"),
+    "skip-truncate": ({"skipped.operations": "t"}, "skipped.operations=t"),
+    "time-connect": ({"time.precision.mode": "connect"}, "time.precision.mode=connect"),
+    "string-converter": (
+        {"value.converter": "org.apache.kafka.connect.storage.StringConverter"},
+        "value.converter=org.apache.kafka.connect.storage.StringConverter",
+    ),
+    "schemaless": (
+        {
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable": "false",
+        },
+        "key.converter.schemas.enable=false",
+    ),
+    "unwrapped": (
+        {"transforms": "unwrap", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"},
+        "transforms.unwrap.type=io.debezium.transforms.ExtractNewRecordState",
+    ),
+}
+# What every registered variant keeps from the recommended config unless its case overrides it.
+RECOMMENDED = {
+    "bigint.unsigned.handling.mode": "precise",
+    "decimal.handling.mode": "precise",
+    "time.precision.mode": "adaptive_time_microseconds",
+    "skipped.operations": "none",
+}
+
+
+def _request(method: str, url: str, body: dict[str, str] | None = None) -> int:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})  # noqa: S310
+    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - the stack's local Connect
+        return int(response.status)
+
+
+@pytest.fixture(scope="module")
+def lossy_connectors(mariadb_stack: dict[str, str]) -> Iterator[dict[str, str]]:
+    """Register one connector per lossy setting; yield suffix -> connector name; delete them afterwards."""
+    connect = mariadb_stack["connect"]
+    source = MySqlSource.from_url(mariadb_stack["mariadb"])
+    names: dict[str, str] = {}
+    try:
+        for number, (suffix, (settings, _)) in enumerate(LOSSY.items()):
+            name = f"lossy-{suffix}"
+            config = {
+                "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+                "tasks.max": "1",
+                "database.hostname": source.host,
+                "database.port": str(source.port),
+                "database.user": source.user,
+                "database.password": source.password,
+                "database.server.id": str(6000 + number),
+                "database.ssl.mode": "disable",
+                "database.include.list": source.database or "mirror",
+                "topic.prefix": f"lossy{number}",
+                "schema.history.internal.kafka.bootstrap.servers": mariadb_stack["bootstrap.servers"],
+                "schema.history.internal.kafka.topic": f"_schema-history.lossy{number}",
+                "snapshot.mode": "no_data",
+                **RECOMMENDED,
+                **settings,
+            }
+            if suffix == "unsigned-default":
+                del config["bigint.unsigned.handling.mode"]
+            status = _request("PUT", f"{connect}/connectors/{name}/config", config)
+            assert status in (200, 201), f"registering {name}: HTTP {status}"
+            names[suffix] = name
+        yield names
+    finally:
+        for name in names.values():
+            _request("DELETE", f"{connect}/connectors/{name}")
+
+
+@pytest.mark.parametrize("suffix", sorted(LOSSY))
+def test_check_source_names_each_lossy_setting(
+    mariadb_stack: dict[str, str], lossy_connectors: dict[str, str], suffix: str
+) -> None:
+    name = lossy_connectors[suffix]
+    result = run_connector("check-source", "--connect", mariadb_stack["connect"], "--connector", name)
+    assert result.returncode == 1, result.stdout + result.stderr
+    expected = f"WARNING {name}: {LOSSY[suffix][1]}: "
+    assert expected in result.stdout, result.stdout
+    assert mariadb_stack["mariadb"].split(":")[2].split("@")[0] not in result.stdout  # the password never shows
+
+
+def test_check_source_passes_the_recommended_connector(mariadb_stack: dict[str, str]) -> None:
+    result = run_connector(
+        "check-source", "--connect", mariadb_stack["connect"], "--connector", mariadb_stack["connector"]
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == f"{mariadb_stack['connector']}: ok (mysql)"
