@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--metrics-port", type=int, help=_env_help("Prometheus port, 0 = off", "CONNECTOR_METRICS__PORT"))
     run.add_argument("--spark-master", help=_env_help("Spark master", "CONNECTOR_SPARK__MASTER"))
+    run.add_argument(
+        "--resume-from-ledger",
+        action="store_true",
+        help="recovery when Spark's checkpoint is lost or does not match the ledger: move it aside and start "
+        "a new one from the Kafka offsets the ledger's last batch ended at (an exact mirror, see README)",
+    )
 
     conv = sub.add_parser("convert", help="kcat -J dumps → landing zone (offline twin of run)")
     _add_mirror_flags(conv)

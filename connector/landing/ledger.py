@@ -76,6 +76,8 @@ class LedgerState:
     last_committed_batch: int = -1
     tables: dict[str, TableState] = field(default_factory=dict)
     sources: tuple[BatchSource, ...] = ()
+    # Kafka end offsets a new Spark checkpoint starts from (``run --resume-from-ledger``), until its first commit.
+    resume_offsets: str | None = None
 
     def source(self, batch_id: int) -> BatchSource | None:
         """The recorded source offsets of ``batch_id``, ``None`` when not recorded (or too old)."""
@@ -95,6 +97,7 @@ class LedgerState:
             "last_committed_batch": self.last_committed_batch,
             "tables": {name: asdict(t) for name, t in sorted(self.tables.items())},
             "sources": [{"batch_id": s.batch_id, "offsets": list(s.offsets)} for s in self.sources],
+            **({"resume_offsets": self.resume_offsets} if self.resume_offsets is not None else {}),
         }
 
     @classmethod
@@ -108,7 +111,8 @@ class LedgerState:
         sources = tuple(
             BatchSource(int(s["batch_id"]), tuple(str(line) for line in s["offsets"])) for s in data.get("sources", ())
         )
-        return cls(int(data["last_committed_batch"]), tables, sources)
+        resume = data.get("resume_offsets")
+        return cls(int(data["last_committed_batch"]), tables, sources, None if resume is None else str(resume))
 
 
 @dataclass(frozen=True)

@@ -329,7 +329,7 @@ class MirrorSink:
             stopped_ref = refs.get(tid)
             previous = tables.get(tid) or TableState(folder=stopped_ref.folder if stopped_ref else tid)
             tables[tid] = replace(previous, stopped=reason)
-        new_state = replace(state, last_committed_batch=batch_id, tables=tables)
+        new_state = replace(state, last_committed_batch=batch_id, tables=tables, resume_offsets=None)
         if self._source is not None and self._source.batch_id == batch_id:
             new_state = new_state.with_source(self._source)
         return BatchPlan(batch_id, tuple(files), new_state, tuple(sorted(recreate)))

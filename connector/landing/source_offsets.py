@@ -20,7 +20,9 @@ from connector.landing.ledger import BatchSource, LedgerState
 RECOVERY = (
     "to recover, restore the Spark checkpoint folder that belongs with this ledger (both are parts of one "
     "checkpoint: back them up and restore them together), or start over with a new, empty checkpoint folder "
-    "AND an emptied landing zone (every table is then published again from the topics' retained records)"
+    "AND an emptied landing zone (every table is then published again from the topics' retained records), or "
+    "(Kafka source) run once with `run --resume-from-ledger`, which moves the Spark checkpoint aside and starts "
+    "a new one from the Kafka offsets the ledger's last published batch ended at"
 )
 
 
@@ -34,10 +36,10 @@ def describe(source: BatchSource, previous: BatchSource | None) -> str:
 
     Spark records only where a batch ends; where it starts is where the previous batch ended.
     """
-    ends = _kafka_offsets(source.offsets)
+    ends = kafka_offsets(source.offsets)
     if ends is None:
         return "source offsets " + " ".join(source.offsets)
-    starts = _kafka_offsets(previous.offsets) if previous is not None else None
+    starts = kafka_offsets(previous.offsets) if previous is not None else None
     parts = []
     for topic, partitions in sorted(ends.items()):
         for partition, end in sorted(partitions.items(), key=lambda item: int(item[0])):
@@ -159,7 +161,7 @@ def _parsed(line: str) -> Any:
         return line
 
 
-def _kafka_offsets(lines: tuple[str, ...]) -> dict[str, dict[str, int]] | None:
+def kafka_offsets(lines: tuple[str, ...]) -> dict[str, dict[str, int]] | None:
     """Kafka end offsets per topic and partition, ``None`` when the log is not a Kafka source's."""
     out: dict[str, dict[str, int]] = {}
     for line in lines:

@@ -41,6 +41,7 @@ from connector.stream.broker_check import BrokerCheck
 from connector.stream.preflight import check_before_spark
 from connector.stream.query_failure import explain_query_failure
 from connector.stream.records_batch import publish_records_table
+from connector.stream.resume import resume_from_ledger, starting_offsets
 from connector.stream.shutdown import GracefulStop
 from connector.stream.slices import collect_slices
 from connector.stream.source import kafka_jars, stream
@@ -196,8 +197,12 @@ def _offsets(raw: Any) -> dict[str, dict[str, int]]:
     return raw if isinstance(raw, dict) and all(isinstance(v, dict) for v in raw.values()) else {}
 
 
-def run(settings: ConnectorSettings) -> int:
-    """Run the service until stopped (or, with ``available-now``, until caught up)."""
+def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False) -> int:
+    """Run the service until stopped (or, with ``available-now``, until caught up).
+
+    ``resume_from_ledger_offsets`` (``--resume-from-ledger``) moves Spark's checkpoint aside and starts a new
+    one from the ledger's last end offsets (``connector.stream.resume``).
+    """
     if is_remote(settings.checkpoint):
         msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
         raise ConfigError(msg)
@@ -224,7 +229,16 @@ def run(settings: ConnectorSettings) -> int:
     # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
     # Spark reuse batch ids the ledger calls published (silent loss), so they must agree before Spark starts.
     spark_checkpoint = SparkCheckpoint(checkpoint / "spark")
+    if resume_from_ledger_offsets:
+        resume_from_ledger(sink.ledger, spark_checkpoint)
     spark_checkpoint.verify_ledger(sink.ledger.state)
+    resume = sink.ledger.state.resume_offsets
+    if resume is not None:
+        start = starting_offsets(resume, settings.source)
+        log.info("a new Spark checkpoint starts from the ledger's end offsets: %s", start)
+        settings = settings.model_copy(
+            update={"source": settings.source.model_copy(update={"starting_offsets": start})}
+        )
     metrics.set_stopped(sink.stopped_tables)
     log.info(
         "starting source=%s topics=%s landing_zone=%s checkpoint=%s trigger=%s kafka_options=%s recovered_batches=%d",
@@ -379,4 +393,4 @@ def run_from_args(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     }
     if args.bootstrap_servers:
         flags["source.kind"] = "kafka"
-    return run(load_settings(args.config, **flags))
+    return run(load_settings(args.config, **flags), resume_from_ledger_offsets=args.resume_from_ledger)

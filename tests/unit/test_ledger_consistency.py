@@ -15,11 +15,12 @@ import orjson
 import pytest
 
 from connector.cli import main
-from connector.errors import LandingZoneCorrupt
+from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.kcat import kcat_line
-from connector.landing.ledger import SOURCE_HISTORY, BatchSource, LedgerState
+from connector.landing.ledger import SOURCE_HISTORY, BatchLedger, BatchSource, LedgerState
 from connector.landing.source_offsets import RECOVERY, check_batch, check_start, describe
 from connector.storage.local import LocalStorage
+from connector.stream.resume import resume_from_ledger
 from connector.stream.spark_checkpoint import SparkCheckpoint
 from tests.support.landing import Landing
 from tests.unit.test_sink import CUSTOMERS, Zone, customers, row
@@ -272,3 +273,40 @@ def test_convert_with_a_vanished_ledger_state_refuses_to_republish(
     # A new checkpoint into an empty landing zone is still a normal first run.
     assert main(convert_args(tmp_path, tmp_path / "lz-new", tmp_path / "cp-new")) == 0
     assert LocalStorage(str(tmp_path / "lz-new")).exists(f"{CUSTOMERS}/00000000000000000001.parquet")
+
+
+# -- run --resume-from-ledger ------------------------------------------------------------------------------
+
+
+def test_resume_moves_spark_aside_and_starts_from_the_ledgers_last_end_offsets(tmp_path: Path) -> None:
+    storage = LocalStorage(str(tmp_path / "cp"))
+    ledger_files = BatchLedger(storage)
+    ledger_files.commit_state(ledger(7, BatchSource(6, kafka(p0=10)), BatchSource(7, kafka(p0=20, p1=5))))
+    write_spark_log(tmp_path / "cp" / "spark", 3, kafka(p0=4), committed=True)
+    spark = SparkCheckpoint(tmp_path / "cp" / "spark")
+
+    resume_from_ledger(ledger_files, spark)
+    assert not spark.folder.exists()
+    moved = list((tmp_path / "cp").glob("spark.moved-*"))
+    assert len(moved) == 1 and (moved[0] / "offsets" / "3").exists()
+    reopened = BatchLedger(storage).state
+    assert reopened.last_committed_batch == -1 and reopened.sources == ()
+    assert orjson.loads(reopened.resume_offsets or "") == {TOPIC: {"0": 20, "1": 5}}
+    spark.verify_ledger(reopened)  # the new, empty Spark checkpoint agrees with the resumed ledger
+    # A crash before the first new batch: resuming again keeps the same offsets.
+    resume_from_ledger(BatchLedger(storage), spark)
+    assert BatchLedger(storage).state.resume_offsets == reopened.resume_offsets
+
+
+def test_resume_refuses_without_recorded_offsets_or_without_kafka(tmp_path: Path) -> None:
+    spark = SparkCheckpoint(tmp_path / "spark")
+    inflated = BatchLedger(LocalStorage(str(tmp_path / "a")))
+    inflated.commit_state(ledger(9, BatchSource(4, kafka(p0=20))))
+    with pytest.raises(LandingZoneCorrupt, match="no record of the source offsets of its last batch 9"):
+        resume_from_ledger(inflated, spark)
+    files = BatchLedger(LocalStorage(str(tmp_path / "b")))
+    files.commit_state(ledger(2, BatchSource(2, ('{"logOffset":2}',))))
+    with pytest.raises(ConfigError, match="needs the Kafka source"):
+        resume_from_ledger(files, spark)
+    with pytest.raises(ConfigError, match="has published no batch"):
+        resume_from_ledger(BatchLedger(LocalStorage(str(tmp_path / "c"))), spark)
