@@ -9,7 +9,12 @@ with its first snapshot.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +22,94 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.test_stream_kafka import connector_args
-from tests.support.kafka import produce, run_connector
+from tests.support.kafka import REPO_ROOT, produce, run_connector
 from tests.support.model import Workload
 
 pytestmark = [pytest.mark.kafka]
 
 PLANTED = "planted-Pw-4b1d"
+KAFKA_JARS = REPO_ROOT / ".cache" / "jars" / "kafka"
+SASL_START_TIMEOUT_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def sasl_broker(tmp_path: Path) -> Iterator[str]:
+    """A real broker whose only client listener is SASL_PLAINTEXT with PLAIN, knowing user ``mirror``.
+
+    deploy/local/kafka.sh starts PLAINTEXT brokers only; this one uses the same jars, KRaft, one node.
+    """
+    jars = sorted(KAFKA_JARS.glob("*.jar"))
+    if not jars:
+        pytest.fail(f"no Kafka jars in {KAFKA_JARS}: run deploy/local/fetch-jars.sh kafka")
+    state = tmp_path / "sasl-broker"
+    state.mkdir()
+    port, controller = free_port(), free_port()
+    jaas = (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-pw" '
+        'user_admin="admin-pw" user_mirror="the-right-password";'
+    )
+    config = state / "server.properties"
+    config.write_text(
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@127.0.0.1:{controller}",
+                f"listeners=SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+                f"advertised.listeners=SASL_PLAINTEXT://127.0.0.1:{port}",
+                "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name=SASL_PLAINTEXT",
+                "controller.listener.names=CONTROLLER",
+                "sasl.enabled.mechanisms=PLAIN",
+                "sasl.mechanism.inter.broker.protocol=PLAIN",
+                f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
+                f"log.dirs={state / 'data'}",
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
+                "",
+            ]
+        )
+    )
+    log4j = state / "log4j2.properties"
+    log4j.write_text(
+        "appender.console.type = Console\nappender.console.name = STDOUT\n"
+        "appender.console.layout.type = PatternLayout\nappender.console.layout.pattern = %p %m (%c)%n\n"
+        "rootLogger.level = INFO\nrootLogger.appenderRef.console.ref = STDOUT\n"
+    )
+    java = ["java", "-Xmx384m", f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{KAFKA_JARS}/*"]
+    log = state / "broker.log"
+    with log.open("ab") as sink:
+        subprocess.run(
+            [*java, "kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", str(config)],
+            stdout=sink,
+            stderr=sink,
+            check=True,
+            timeout=SASL_START_TIMEOUT_S,
+        )
+        broker = subprocess.Popen([*java, "kafka.Kafka", str(config)], stdout=sink, stderr=sink)
+    try:
+        deadline = time.monotonic() + SASL_START_TIMEOUT_S
+        while "Kafka Server started" not in log.read_text(errors="replace"):
+            if broker.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"SASL broker did not start:\n{log.read_text(errors='replace')[-4000:]}")
+            time.sleep(0.5)
+        yield f"127.0.0.1:{port}"
+    finally:
+        broker.send_signal(signal.SIGTERM)
+        try:
+            broker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+            broker.wait()
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -95,6 +182,29 @@ def test_brokers_refusing_the_client_is_one_line_before_spark(
     assert kafka_bootstrap in errors[0] and "sasl.mechanism=PLAIN" in errors[0]
     assert PLANTED not in result.stderr + result.stdout
     assert not (tmp_path / "cp" / "spark").exists()  # refused before Spark started
+
+
+def test_a_wrong_password_is_one_line_naming_broker_and_mechanism(sasl_broker: str, tmp_path: Path) -> None:
+    config = tmp_path / "sasl.yaml"
+    config.write_text(
+        "source:\n  kafka_options:\n"
+        "    kafka.security.protocol: SASL_PLAINTEXT\n"
+        "    kafka.sasl.mechanism: PLAIN\n"
+        "    kafka.sasl.jaas.config: >-\n"
+        "      org.apache.kafka.common.security.plain.PlainLoginModule required\n"
+        '      username="mirror" password="${env:PREFLIGHT_PLANTED}";\n'
+    )
+    args = connector_args(sasl_broker, "wrongpw", tmp_path)
+    args[args.index("--config") + 1] = str(config)
+    result = run_connector(*args, env={"PREFLIGHT_PLANTED": PLANTED})
+    assert "Traceback" not in result.stderr, result.stderr[-4000:]
+    assert result.returncode == 2, result.stderr[-4000:]
+    errors = error_lines(result.stderr)
+    assert len(errors) == 1, result.stderr
+    assert sasl_broker in errors[0] and "sasl.mechanism=PLAIN" in errors[0]
+    assert "Authentication failed" in errors[0]
+    assert PLANTED not in result.stderr + result.stdout
+    assert not (tmp_path / "cp" / "spark").exists()
 
 
 @pytest.mark.spark
