@@ -67,3 +67,21 @@ def test_a_refused_table_fails_verify_and_says_why() -> None:
         "public.t: refused by Delta (Fabric would stop this table): "
         "table public.t: x.parquet: column 'at' has type time64[us]"
     )
+
+
+def test_decimals_and_times_mirrored_as_text_compare_by_value() -> None:
+    """Unconstrained numerics and times of day land as text (README type table); verify reads the text's value."""
+    mirror = pa.table(
+        {
+            "id": [1, 2],
+            "free": ["0.14285714285714285714", "1.500"],
+            "at": ["23:59:59.999999", "-00:00:01.000000"],
+        }
+    )
+    source = [
+        {"id": 1, "free": Decimal("0.14285714285714285714"), "at": dt.time(23, 59, 59, 999999)},
+        {"id": 2, "free": Decimal("1.5"), "at": dt.timedelta(seconds=-1)},
+    ]
+    assert compare_rows("t", ["id"], source, mirror).ok
+    wrong = [{"id": 1, "free": Decimal("0.1428571428571428571"), "at": dt.time(23, 59, 59)}]
+    assert compare_rows("t", ["id"], wrong, mirror.slice(0, 1)).differing == 1
