@@ -77,7 +77,7 @@ ALL_TYPES_ROW: dict[str, Any] = {
     "c_int": -7,
     "c_bigint": 9_000_000_000,
     "c_numeric": Decimal("12345.67"),
-    "c_numeric_free": Decimal("-0.0001234567"),  # scale 10: fits mirror.variable_scale_decimal 38,10
+    "c_numeric_free": Decimal("-0.0001234567"),  # scale 10: mirrored as its exact text ("-0.0001234567")
     "c_real": 1.5,
     "c_double": -2.25,
     "c_bool": True,
