@@ -131,6 +131,8 @@ def _normalise(value: Any, arrow: pa.DataType | None) -> Any:
     if isinstance(value, float) and arrow is not None and pa.types.is_float32(arrow):
         return struct.unpack("f", struct.pack("f", value))[0]
     if isinstance(value, Decimal):
+        if not value.is_finite():
+            return str(value)  # NaN never equals itself: compare non-finite decimals by their text
         return value.normalize() if value else Decimal(0)
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value.astimezone(dt.UTC)

@@ -85,3 +85,10 @@ def test_decimals_and_times_mirrored_as_text_compare_by_value() -> None:
     assert compare_rows("t", ["id"], source, mirror).ok
     wrong = [{"id": 1, "free": Decimal("0.1428571428571428571"), "at": dt.time(23, 59, 59)}]
     assert compare_rows("t", ["id"], wrong, mirror.slice(0, 1)).differing == 1
+
+
+def test_numeric_nan_in_source_and_mirror_matches() -> None:
+    # An unconstrained numeric is mirrored as text (Arrow decimals cannot hold NaN).
+    mirror = pa.table({"id": [1], "n": ["NaN"]})
+    report = compare_rows("t", ["id"], [{"id": 1, "n": Decimal("NaN")}], mirror)
+    assert report.ok, report.examples
