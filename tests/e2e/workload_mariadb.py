@@ -16,6 +16,11 @@ Tables (database ``mirror``):
 ``pairs``      composite key ``(tenant, code)``: key moves on one part of the key
 ``evolving``   gets ``ALTER TABLE ADD COLUMN`` in the middle of the stream
 ``wiped``      TRUNCATEd mid-stream, then refilled
+
+FLOAT in the snapshot: Debezium reads snapshot rows through the text protocol, where the server prints a
+FLOAT with six significant digits (the float32 maximum 3.4028234e38 arrives as 3.40282e38, and ``verify``
+rightly reports it). Snapshot FLOATs therefore have at most six digits; the full float32 range is
+streamed (the binlog carries the exact value).
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ _EXTREME_ROWS = [
     # maxima
     (
         "127, 255, 1, 32767, 65535, 8388607, 16777215, 2147483647, 4294967295, 9223372036854775807, "
-        "18446744073709551615, 3.4028234e38, 1.7976931348623157e308, 99999999.99, "
+        # FLOAT: six significant digits in the snapshot (module docstring); the float32 maximum is streamed.
+        "18446744073709551615, 3.40282e38, 1.7976931348623157e308, 99999999.99, "
         "'" + "9" * 35 + "." + "9" * 30 + "', '" + "9" * 28 + "." + "9" * 10 + "', "
         "b'1', b'101000000001', b'1111111111111111111111111111111111111111111111111111111111111111', "
         "'9999-12-31', '9999-12-31 23:59:59', '9999-12-31 23:59:59.999999', '2038-01-19 03:14:07.999999', "
@@ -177,8 +183,9 @@ def streaming_phase(conn: Any, seed: int, big_transaction: bool = True) -> None:
     )
     _execute(
         conn,
-        "INSERT INTO all_types (id, c_bigint_u, c_decimal_wide, c_bit12, c_time, c_year, c_varchar, c_longtext, "
-        "c_timestamp6, c_datetime6) VALUES (%s, 18446744073709551615, %s, b'101000000001', '838:59:59', 2155, "
+        "INSERT INTO all_types (id, c_float, c_bigint_u, c_decimal_wide, c_bit12, c_time, c_year, c_varchar, "
+        "c_longtext, c_timestamp6, c_datetime6) VALUES (%s, 3.4028234e38, 18446744073709551615, %s, b'101000000001', "
+        "'838:59:59', 2155, "
         "'streamed 😀', REPEAT('y', %s), '2030-06-15 01:02:03.000004', '2030-06-15 01:02:03.000004')",
         (100 + seed, "-" + "1" * 35 + "." + "2" * 30, LONG_TEXT_BYTES),
     )
