@@ -10,6 +10,7 @@ have taken, so a lane that silently took nothing would fail.
 from __future__ import annotations
 
 import base64
+import decimal
 import json
 import random
 from pathlib import Path
@@ -494,3 +495,100 @@ def test_headers_are_read_only_when_a_table_can_use_them() -> None:
     found, problems = records_from_arrow(without)
     assert not problems
     assert found == [r._replace(headers=()) for r in records]
+
+
+def delta_safe_types() -> Topic:
+    """Columns whose Debezium types the landing zone writes as Delta-safe types (README, "Types")."""
+    vsd = {
+        "field": "free",
+        "type": "struct",
+        "optional": True,
+        "name": "io.debezium.data.VariableScaleDecimal",
+        "fields": [field("scale", "int32", optional=False), field("value", "bytes", optional=False)],
+    }
+    return Topic(
+        "dbserver1.public.typed",
+        [
+            field("id", "int64", optional=False),
+            vsd,
+            decimal_field("wide", 65, 30),
+            decimal_field("unsigned", 20, 0),
+            field("t_ms", "int32", "io.debezium.time.Time"),
+            field("t_us", "int64", "io.debezium.time.MicroTime"),
+            field("t_ns", "int64", "io.debezium.time.NanoTime"),
+            field("ts_ms", "int64", "io.debezium.time.Timestamp"),
+            field("ts_ns", "int64", "io.debezium.time.NanoTimestamp"),
+            field("zoned", "string", "io.debezium.time.ZonedTimestamp"),
+            {**field("bits12", "bytes", "io.debezium.data.Bits"), "parameters": {"length": "12"}},
+            {**field("bits80", "bytes", "io.debezium.data.Bits"), "parameters": {"length": "80"}},
+        ],
+        ["id"],
+    )
+
+
+def typed_row(i: int) -> dict[str, Any]:
+    free = f"{i}.{i:020d}" if i % 2 else f"-{i}E-{i % 25}"
+    scale = max(0, -int(decimal.Decimal(free).as_tuple().exponent))
+    return {
+        "id": i,
+        "free": {"scale": scale, "value": encode_decimal(free, scale)},
+        "wide": encode_decimal(f"{i}{'7' * 34}.{i:030d}", 30),
+        "unsigned": encode_decimal(str(2**64 - 1 - i), 0),
+        "t_ms": (i * 7_777_777) % 86_400_000,
+        "t_us": (i - 5) * 3_600_000_000 * 100,  # MySQL TIME: negative and beyond a day
+        "t_ns": i * 1_234_567_891,
+        "ts_ms": 1_700_000_000_000 + i,
+        "ts_ns": (-1) ** i * (1_700_000_000_123_456_789 + i),
+        "zoned": f"2024-05-01T08:30:00.{i:07d}Z",
+        "bits12": base64.b64encode(bytes([i % 256, i % 16])).decode(),
+        "bits80": base64.b64encode(bytes([i % 256, 1])).decode(),
+    }
+
+
+def test_delta_safe_types_convert_in_the_lane_as_in_the_row_path() -> None:
+    topic = delta_safe_types()
+    records = [topic.record("r", None, typed_row(i)) for i in range(12)]
+    records.append(topic.record("u", typed_row(3), {**typed_row(3), "free": None, "t_us": None}))
+    records.append(topic.record("d", typed_row(4), None))
+    lane = check(CollectContext(MirrorSettings()), records)
+    assert lane.topics == [topic.name]
+    piece = lane.collected.pieces["public.typed"]
+    assert piece.table is not None
+    schema = piece.table.schema
+    assert schema.field("free").type == schema.field("wide").type == schema.field("t_us").type == pa.string()
+    assert schema.field("ts_ns").type == pa.timestamp("us") and schema.field("bits12").type == pa.int64()
+    assert all(f.nullable for f in schema if f.name != "__rowMarker__")  # key columns too
+
+
+def test_declared_and_refused_decimals_are_the_row_paths() -> None:
+    """A declared decimal or a refused wide decimal leaves the table to the row path, which decides alike."""
+    topic = delta_safe_types()
+    records = [topic.record("r", None, typed_row(i)) for i in range(4)]
+    declared = MirrorSettings(decimal_columns={"public.typed.unsigned": "20,0"})
+    leave(records, CollectContext(declared))
+    for policy in ("stop", "dead-letter"):
+        refused = MirrorSettings(wide_decimals="stop", poison_policy=policy)
+        leave(records, CollectContext(refused))
+        outcome = SliceCollector(CollectContext(refused)).collect(records)
+        # A refused type stops the table whatever the poison policy: it is a schema matter, not a bad record.
+        assert "mirror.wide_decimals" in outcome.stopped["public.typed"]
+        assert "dbserver1.public.typed[0]@0" in outcome.stopped["public.typed"]
+        assert not outcome.poison
+
+
+def test_a_declared_decimal_that_cannot_hold_a_value_stops_the_table_naming_the_setting() -> None:
+    topic = delta_safe_types()
+    records = [topic.record("r", None, typed_row(1))]  # free: 1.00000000000000000001 (scale 20); wide: 65 digits
+    for mirror, setting in (
+        (MirrorSettings(decimal_columns={"public.typed.free": "38,10"}), "mirror.decimal_columns['public.typed.free']"),
+        (MirrorSettings(variable_scale_decimal="38,10"), "mirror.variable_scale_decimal"),
+        (MirrorSettings(decimal_columns={"public.typed.wide": "38,30"}), "mirror.decimal_columns['public.typed.wide']"),
+    ):
+        outcome = SliceCollector(CollectContext(mirror)).collect(records)
+        assert setting in outcome.stopped["public.typed"], outcome.stopped
+        assert "dbserver1.public.typed[0]@0" in outcome.stopped["public.typed"]
+    fits = MirrorSettings(decimal_columns={"public.typed.free": "38,20"})
+    piece = SliceCollector(CollectContext(fits)).collect(records).pieces["public.typed"]
+    assert piece.table is not None
+    assert piece.table.schema.field("free").type == pa.decimal128(38, 20)
+    assert piece.table.column("free").to_pylist() == [decimal.Decimal("1.00000000000000000001")]

@@ -79,3 +79,25 @@ def test_committed_schema_matches_the_settings() -> None:
 )
 def test_trigger_intervals_in_spark_syntax(trigger: str, spark: str) -> None:
     assert spark_interval(trigger) == spark
+
+
+def test_type_settings_default_to_exact_text_and_refuse_decimals_delta_cannot_hold(tmp_path: Path) -> None:
+    from connector.debezium.types import TypePolicy, type_policy
+
+    settings = load_settings(None)
+    assert type_policy(settings.mirror) == TypePolicy(variable_scale=None, wide_decimals="text")
+    declared = load_settings(None, **{"mirror.variable_scale_decimal": "38,10", "mirror.wide_decimals": "stop"})
+    assert type_policy(declared.mirror) == TypePolicy(variable_scale=(38, 10), wide_decimals="stop")
+    for key, value in (
+        ("mirror.variable_scale_decimal", "65,30"),
+        ("mirror.decimal_columns", {"public.t.c": "39,2"}),
+        ("mirror.wide_decimals", "decimal256"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            load_settings(None, **{key: value})
+        assert key in str(info.value)
+    config = tmp_path / "c.yaml"
+    config.write_text("mirror:\n  variable_scale_decimal: text\n  wide_decimals: stop\n")
+    assert check_config_file(str(config)) == []
+    config.write_text("mirror:\n  wide_decimals: round\n")
+    assert check_config_file(str(config))
