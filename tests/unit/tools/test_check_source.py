@@ -1,0 +1,71 @@
+"""check-source's judgement of a connector config (the e2e test reads real configs from Kafka Connect)."""
+
+from __future__ import annotations
+
+from connector.tools.check_source import check_connector_config, source_kind
+
+MARIADB = "io.debezium.connector.mariadb.MariaDbConnector"
+POSTGRES = "io.debezium.connector.postgresql.PostgresConnector"
+RECOMMENDED_MYSQL = {
+    "connector.class": MARIADB,
+    "decimal.handling.mode": "precise",
+    "bigint.unsigned.handling.mode": "precise",
+    "time.precision.mode": "adaptive_time_microseconds",
+    "skipped.operations": "none",
+}
+
+
+def settings(config: dict[str, str], truncate_policy: str = "fail") -> list[str]:
+    return [f.setting for f in check_connector_config("c", config, truncate_policy)]
+
+
+def test_recommended_mysql_config_has_no_finding() -> None:
+    assert settings(RECOMMENDED_MYSQL) == []
+
+
+def test_debezium_defaults_on_mysql_are_judged_and_said_to_be_defaults() -> None:
+    findings = check_connector_config("c", {"connector.class": MARIADB})
+    assert [(f.setting, f.value) for f in findings] == [
+        ("bigint.unsigned.handling.mode", "long (Debezium's default)"),
+        ("skipped.operations", "t (Debezium's default)"),
+    ]
+    assert "wrap to negative" in findings[0].consequence
+
+
+def test_unsigned_mode_is_not_judged_on_postgres() -> None:
+    assert settings({"connector.class": POSTGRES, "skipped.operations": "none"}) == []
+
+
+def test_skipped_truncates_matter_unless_the_mirror_ignores_them() -> None:
+    config = {**RECOMMENDED_MYSQL, "skipped.operations": "t,d"}
+    assert settings(config) == ["skipped.operations", "skipped.operations"]
+    assert settings(config, truncate_policy="ignore") == ["skipped.operations"]  # the skipped deletes still matter
+
+
+def test_each_lossy_setting_is_named() -> None:
+    cases = {
+        "decimal.handling.mode": {"decimal.handling.mode": "double"},
+        "time.precision.mode": {"time.precision.mode": "connect"},
+        "value.converter": {"value.converter": "io.confluent.connect.protobuf.ProtobufConverter"},
+        "key.converter.schemas.enable": {
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable": "false",
+        },
+        "transforms.u.type": {"transforms": "u", "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState"},
+        "tombstones.on.delete": {"topic.creation.default.cleanup.policy": "compact"},
+    }
+    for setting, change in cases.items():
+        assert settings({**RECOMMENDED_MYSQL, **change}) == [setting], setting
+
+
+def test_avro_converters_are_readable() -> None:
+    for converter in ("io.confluent.connect.avro.AvroConverter", "io.apicurio.registry.utils.converter.AvroConverter"):
+        assert settings({**RECOMMENDED_MYSQL, "value.converter": converter}) == []
+
+
+def test_source_kinds() -> None:
+    assert source_kind("io.debezium.connector.mysql.MySqlConnector") == "mysql"
+    assert source_kind(MARIADB) == "mysql"
+    assert source_kind(POSTGRES) == "postgres"
+    assert source_kind("io.debezium.connector.sqlserver.SqlServerConnector") == "sqlserver"
+    assert source_kind("io.debezium.connector.oracle.OracleConnector") == "oracle"
