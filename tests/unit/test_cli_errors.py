@@ -265,6 +265,37 @@ def test_spark_data_loss_text_becomes_topic_partition_offset() -> None:
     assert "snapshot" in str(error) and "\n" not in str(error)
 
 
+_LOSS = "[KAFKA_DATA_LOSS.{}] Some data may have been lost because they are not available in Kafka any more; ..."
+
+
+@pytest.mark.parametrize(
+    ("reason", "named"),
+    [
+        (
+            "START_OFFSET_RESET] ... Reason: Starting offset for db.public.t-2 was 100 but consumer reset to 150.",
+            "db.public.t[2]@100",
+        ),
+        (
+            "PARTITION_OFFSET_CHANGED] ... Reason: Partition db.public.t-0 offset was changed from 9 to 4.",
+            "db.public.t[0]@9",
+        ),
+        (
+            "COULD_NOT_READ_OFFSET_RANGE] ... Reason: Could not read records in offset [7, 20) for topic partition "
+            "my-topic-with-dashes-11 with consumer group spark-kafka-source-x.",
+            "my-topic-with-dashes[11]@7",
+        ),
+        (
+            "INITIAL_OFFSET_NOT_FOUND_FOR_PARTITIONS] ... Cannot find initial offsets for partitions Set(t-0).",
+            "Set(t-0)",
+        ),
+    ],
+)
+def test_every_kafka_data_loss_condition_names_where(reason: str, named: str) -> None:
+    error = explain_query_failure(_LOSS.format(reason.split("]")[0]) + reason.split("]", 1)[1])
+    assert isinstance(error, SourceDataLost)
+    assert named in str(error), str(error)
+
+
 def test_connector_error_raised_in_a_batch_is_one_line() -> None:
     text = (
         "py4j.Py4JException: An exception was raised by the Python Proxy. Return Message: Traceback (most "
