@@ -41,7 +41,7 @@ class FileFormat:
                 table,
                 sink,
                 compression=None if self.compression == "none" else self.compression,
-                # Microsecond timestamps are what Delta stores; ns stays ns when the source had ns.
+                # The type mapping already writes microsecond timestamps only (what Delta stores): nothing to coerce.
                 coerce_timestamps=None,
                 write_statistics=True,
             )
