@@ -28,7 +28,8 @@ def _add_mirror_flags(parser: argparse.ArgumentParser) -> None:
         "--decimal-columns",
         action="append",
         metavar="SCHEMA.TABLE.COLUMN=P,S",
-        help="declare a decimal sent as a string (schemas disabled); repeatable "
+        help="write a column as decimal(P,S), P <= 38 (a decimal sent as a string, a numeric without precision, "
+        "a decimal over 38 digits); repeatable "
         "(env: CONNECTOR_MIRROR__DECIMAL_COLUMNS as JSON)",
     )
     parser.add_argument(
