@@ -193,7 +193,7 @@ def streaming_phase(conn: Any, seed: int, big_transaction: bool = True) -> None:
 
 def evolve_and_truncate(conn: Any, seed: int) -> None:
     """``ALTER TABLE ADD COLUMN`` mid-stream, and ``TRUNCATE`` followed by new rows."""
-    _execute(conn, "INSERT INTO evolving VALUES (%s, 'before alter')", (1000 + seed,))
+    _execute(conn, "INSERT INTO evolving (id, a) VALUES (%s, 'before alter')", (1000 + seed,))
     _execute(conn, f"ALTER TABLE evolving ADD COLUMN added_{seed} DECIMAL(20,5) NULL")
     _execute(conn, f"UPDATE evolving SET added_{seed} = 1.25 WHERE id <= 5")
     _execute(conn, f"INSERT INTO evolving (id, a, added_{seed}) VALUES (%s, 'after alter', -3.5)", (2000 + seed,))
