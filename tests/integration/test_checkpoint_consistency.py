@@ -89,3 +89,36 @@ def test_deleted_older_or_inflated_checkpoint_is_refused_and_the_matching_one_gi
     recovered = run_connector(*args)
     assert recovered.returncode == 0, recovered.stderr[-4000:]
     assert_mirror_equals(landing, workload)
+
+
+def test_resume_from_ledger_after_a_deleted_spark_checkpoint_gives_an_exact_mirror(
+    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """The explicit recovery: a new Spark checkpoint from the Kafka offsets the ledger's last batch ended at."""
+    prefix = "ckptresume"
+    workload = prepare(make_topic, kafka_bootstrap, prefix, 900)
+    args = connector_args(kafka_bootstrap, prefix, tmp_path)
+    args[args.index("--max-offsets-per-trigger") + 1] = "500"
+    checkpoint = tmp_path / "cp"
+    landing = LocalStorage(str(tmp_path / "lz"))
+    first = run_connector(*args)
+    assert first.returncode == 0, first.stderr[-4000:]
+    # Spark's offsets log lost (say, deleted after one file was corrupt): a plain run is refused.
+    shutil.rmtree(checkpoint / "spark" / "offsets")
+    produce(kafka_bootstrap, workload.records(600))
+    # A topic the ledger never read: Spark wants every subscribed partition named; it starts at its beginning.
+    make_topic(f"{prefix}.public.late", 1)
+    assert_refused(run_connector(*args), "no offsets log for batch")
+
+    resumed = run_connector(*args, "--resume-from-ledger")
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert len(list(checkpoint.glob("spark.moved-*"))) == 1  # moved aside, never deleted
+    state = orjson.loads((checkpoint / "ledger" / "state.json").read_bytes())
+    assert "resume_offsets" not in state  # cleared by the first new batch
+    assert_mirror_equals(landing, workload)
+
+    # The new Spark checkpoint and the ledger now agree: a plain run starts and publishes what is new.
+    produce(kafka_bootstrap, workload.records(300))
+    again = run_connector(*args)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert_mirror_equals(landing, workload)
