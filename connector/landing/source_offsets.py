@@ -18,7 +18,7 @@ from connector.errors import LandingZoneCorrupt
 from connector.landing.ledger import BatchSource, LedgerState
 
 RECOVERY = (
-    "to recover, restore the Spark checkpoint folder that belongs with this ledger (both are parts of one "
+    "To recover, restore the Spark checkpoint folder that belongs with this ledger (both are parts of one "
     "checkpoint: back them up and restore them together), or start over with a new, empty checkpoint folder "
     "AND an emptied landing zone (every table is then published again from the topics' retained records), or "
     "(Kafka source) run once with `run --resume-from-ledger`, which moves the Spark checkpoint aside and starts "
