@@ -228,6 +228,12 @@ class BatchLedger:
     def write_toast_snapshot(self, table_id: str, batch_id: int, data: bytes) -> str:
         """Store a keep-last TOAST store for ``table_id`` as of ``batch_id``; returns its path."""
         path = f"{TOAST_FOLDER}/{table_id}/{batch_id}.json"
+        live = {t.toast_snapshot for t in self.state.tables.values()}
+        # Batch ids restart after ``run --resume-from-ledger``: never overwrite the committed snapshot.
+        retry = 0
+        while path in live:
+            retry += 1
+            path = f"{TOAST_FOLDER}/{table_id}/{batch_id}-{retry}.json"
         self.storage.replace(path, data)
         return path
 

@@ -17,7 +17,7 @@ import pytest
 from connector.cli import main
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.kcat import kcat_line
-from connector.landing.ledger import SOURCE_HISTORY, BatchLedger, BatchSource, LedgerState
+from connector.landing.ledger import SOURCE_HISTORY, BatchLedger, BatchSource, LedgerState, TableState
 from connector.landing.source_offsets import RECOVERY, check_batch, check_start, describe
 from connector.storage.local import LocalStorage
 from connector.stream.resume import resume_from_ledger
@@ -310,3 +310,13 @@ def test_resume_refuses_without_recorded_offsets_or_without_kafka(tmp_path: Path
         resume_from_ledger(files, spark)
     with pytest.raises(ConfigError, match="has published no batch"):
         resume_from_ledger(BatchLedger(LocalStorage(str(tmp_path / "c"))), spark)
+
+
+def test_a_restarted_batch_id_never_overwrites_the_committed_toast_snapshot(tmp_path: Path) -> None:
+    storage = LocalStorage(str(tmp_path / "cp"))
+    ledger_files = BatchLedger(storage)
+    committed = ledger_files.write_toast_snapshot("public.t", 0, b"committed")
+    ledger_files.commit_state(LedgerState(0, {"public.t": TableState("t", toast_snapshot=committed)}))
+    resumed = ledger_files.write_toast_snapshot("public.t", 0, b"batch 0 after a resume")
+    assert resumed != committed
+    assert ledger_files.read_toast_snapshot(committed) == b"committed"
