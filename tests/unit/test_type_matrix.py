@@ -233,7 +233,49 @@ SQLSERVER: list[Column] = [
      [f'{{"wkb":"{b64(POINT_WKB)}","srid":4326}}'] * 2),
 ]  # fmt: skip
 
-SOURCES = {"postgresql": POSTGRES, "mysql": MYSQL, "sqlserver": SQLSERVER}
+# Oracle cannot run here: these follow Debezium's Oracle connector documentation, "How Debezium Oracle
+# connectors map data types" (decimal.handling.mode=precise, time.precision.mode=adaptive,
+# interval.handling.mode=numeric unless noted).
+ORACLE: list[Column] = [
+    # OR "Numeric types": NUMBER without precision and scale (and FLOAT) → VariableScaleDecimal.
+    (vsd("c_number"), [vs_value("3.14159265358979323846264338327950288419716939937510"), vs_value("-7")],
+     ["3.14159265358979323846264338327950288419716939937510", "-7"]),
+    # OR: NUMBER(P, S > 0) → Connect Decimal; NUMBER(P < 19, S <= 0) → INT8/16/32/64.
+    (decimal_field("c_number_12_4", 12, 4), [encode_decimal("-12345678.9012", 4), encode_decimal("0.0001", 4)],
+     [D("-12345678.9012"), D("0.0001")]),
+    (field("c_number_18", "int64"), [999_999_999_999_999_999, -1], [999_999_999_999_999_999, -1]),
+    (field("c_number_4", "int16"), [9999, -9999], [9999, -9999]),
+    # OR: BINARY_FLOAT → FLOAT32, BINARY_DOUBLE → FLOAT64.
+    (field("c_binary_float", "float"), [3.5, -0.125], [3.5, -0.125]),
+    (field("c_binary_double", "double"), [1.7976931348623157e308, 5e-324], [1.7976931348623157e308, 5e-324]),
+    # OR "Temporal types": DATE (it has a time of day) → Timestamp (ms); TIMESTAMP(6) → MicroTimestamp;
+    # TIMESTAMP(9) → NanoTimestamp (microseconds here, truncated).
+    (semantic("c_date", "int64", "io.debezium.time.Timestamp"), [1_704_164_645_000, -62_135_596_800_000],
+     [dt.datetime(2024, 1, 2, 3, 4, 5), dt.datetime(1, 1, 1)]),
+    (semantic("c_timestamp6", "int64", "io.debezium.time.MicroTimestamp"), [1_704_164_645_123_456, 0],
+     [dt.datetime(2024, 1, 2, 3, 4, 5, 123456), dt.datetime(1970, 1, 1)]),
+    (semantic("c_timestamp9", "int64", "io.debezium.time.NanoTimestamp"), [1_704_164_645_123_456_789, 999],
+     [dt.datetime(2024, 1, 2, 3, 4, 5, 123456), dt.datetime(1970, 1, 1)]),
+    # OR: TIMESTAMP WITH TIME ZONE → ZonedTimestamp with the source's offset; WITH LOCAL TIME ZONE → in UTC.
+    (semantic("c_timestamp_tz", "string", "io.debezium.time.ZonedTimestamp"),
+     ["2024-01-02T03:04:05.123456-08:00", "2000-02-29T23:59:59+05:30"],
+     [dt.datetime(2024, 1, 2, 11, 4, 5, 123456, tzinfo=UTC), dt.datetime(2000, 2, 29, 18, 29, 59, tzinfo=UTC)]),
+    (semantic("c_timestamp_ltz", "string", "io.debezium.time.ZonedTimestamp"), ["2024-01-02T03:04:05Z"] * 2,
+     [dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)] * 2),
+    # OR: INTERVAL YEAR TO MONTH / DAY TO SECOND, interval.handling.mode=numeric → MicroDuration, a FLOAT64 of
+    # microseconds here (365.25 / 12 days a month), where Postgres sends an INT64.
+    (semantic("c_interval_ym", "double", "io.debezium.time.MicroDuration"), [36_817_200_000_000.0, -1.5],
+     [36_817_200_000_000.0, -1.5]),
+    # OR: INTERVAL DAY TO SECOND with interval.handling.mode=string → Interval (ISO 8601 text).
+    (semantic("c_interval_ds", "string", "io.debezium.time.Interval"), ["P1DT2H3M4.5S", "-PT0.000001S"],
+     ["P1DT2H3M4.5S", "-PT0.000001S"]),
+    # OR "Character types" and LOBs: VARCHAR2, NVARCHAR2, CLOB → STRING; RAW, BLOB → BYTES.
+    (field("c_nvarchar2", "string"), ["Łódź ✓", ""], ["Łódź ✓", ""]),
+    (field("c_clob", "string"), ["x" * 5000, "y"], ["x" * 5000, "y"]),
+    (field("c_raw", "bytes"), [b64(b"\x00\x01\xfe"), b64(b"")], [b"\x00\x01\xfe", b""]),
+]  # fmt: skip
+
+SOURCES = {"postgresql": POSTGRES, "mysql": MYSQL, "sqlserver": SQLSERVER, "oracle": ORACLE}
 
 
 def topic_of(connector: str) -> Topic:
