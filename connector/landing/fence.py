@@ -176,5 +176,10 @@ class FencedStorage(Storage):
         return self.inner.cleanup_temporary(prefix, older_than=older_than)
 
     @override
+    def acquire_lease(self, path: str, holder: WriterIdentity) -> WriterLease:
+        self.fence.check()
+        return self.inner.acquire_lease(path, holder)
+
+    @override
     def exists(self, path: str) -> bool:
         return self.inner.exists(path)

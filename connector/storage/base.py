@@ -167,6 +167,7 @@ class Storage(ABC):
         """Return whether a file exists at ``path``."""
         return self.size(path) is not None
 
+    @abstractmethod
     def acquire_lease(self, path: str, holder: WriterIdentity) -> WriterLease:
         """Take the exclusive writer lease kept on the file ``path`` (created if missing), recording ``holder``.
 
@@ -175,10 +176,7 @@ class Storage(ABC):
 
         Raises:
             WriterFenced: Another instance holds the lease; the message names it when it is known.
-            NotImplementedError: This backend cannot hold a lease.
         """
-        msg = f"{type(self).__name__} cannot hold a writer lease on {self.url}"
-        raise NotImplementedError(msg)
 
 
 def join(*parts: str) -> str:

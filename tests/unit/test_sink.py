@@ -24,7 +24,7 @@ from typing_extensions import override
 from connector.config import MirrorSettings, TableSettings
 from connector.events import KafkaRecord
 from connector.landing.sink import MirrorSink
-from connector.storage.base import FileInfo, Storage
+from connector.storage.base import FileInfo, Storage, WriterIdentity, WriterLease
 from connector.storage.local import LocalStorage
 from connector.tools.landing_reader import arrow_owned, read_data_file
 from connector.tools.validate import validate_landing_zone
@@ -557,6 +557,10 @@ class CrashingStorage(Storage):
     @override
     def cleanup_temporary(self, prefix: str = "", *, older_than: timedelta | None = None) -> list[str]:
         return self.inner.cleanup_temporary(prefix, older_than=older_than)
+
+    @override
+    def acquire_lease(self, path: str, holder: WriterIdentity) -> WriterLease:
+        return self.inner.acquire_lease(path, holder)
 
 
 def batch_records() -> list[list[KafkaRecord]]:
