@@ -217,6 +217,10 @@ class MirrorSink:
                 self.ledger.commit_state(plan.state)
         except BaseException:
             self._toast.rollback()
+            # What this batch learnt of the landing zone (first-touch scans) and of its own progress (a plan
+            # written, files renamed) is uncommitted: the next call recovers from the ledger and rescans.
+            self._scanned.clear()
+            self._recovered = False
             raise
         self._toast.commit()
         result.duration_s = time.monotonic() - started

@@ -590,9 +590,11 @@ def run_clean(zone: Zone) -> dict[str, bytes]:
         ("replace:plans", 2),  # staged, before the plan of batch 1 is written
     ],
 )
+@pytest.mark.parametrize("retry", ["restart", "in-process"])
 def test_crash_at_any_instant_then_replay_publishes_exactly_once(
-    zones: Callable[[], Zone], operation: str, at: int
+    zones: Callable[[], Zone], operation: str, at: int, retry: str
 ) -> None:
+    """``restart``: a new process; ``in-process``: the same sink is handed the failed batch again."""
     expected = run_clean(zones())
     crash = zones()
     crashing = MirrorSink(
@@ -609,8 +611,8 @@ def test_crash_at_any_instant_then_replay_publishes_exactly_once(
             crashed_at = batch_id
             break
     assert crashed_at is not None
-    # Restart: Spark re-runs the batch that did not commit, then goes on.
-    restarted = crash.sink(max_rows_per_file=2)
+    # Spark re-runs the batch that did not commit, then goes on.
+    restarted = crash.sink(max_rows_per_file=2) if retry == "restart" else crashing
     for batch_id in range(crashed_at, len(batches)):
         restarted.process_batch(batch_id, batch_records()[batch_id])
     assert crash.snapshot() == expected
@@ -721,3 +723,32 @@ def test_keep_last_forgets_the_oldest_removed_keys_beyond_its_limit(zone: Zone) 
     result = zone.sink(toast_policy="keep-last", keep_last_removed_keys=1).process_batch(2, key_move(t, 1, 2))
     assert "keep_last_removed_keys" in result.stopped["public.customers"]
     assert final_rows(zone.read_rows()) == {}
+
+
+def test_an_in_process_retry_after_a_failed_batch_still_numbers_after_an_earlier_writers_files(
+    zones: Callable[[], Zone], tmp_path: Path
+) -> None:
+    """The first touch of a table scans the landing zone; a batch that fails must not leave that scan
+    half-applied (before, the retry numbered from 1 over the earlier files and stopped the table)."""
+    zone = zones()
+    t = customers()
+    zone.sink(max_rows_per_file=2).process_batch(0, [t.record("c", None, row(i)) for i in range(5)])
+    earlier = zone.table_files()
+    assert len(earlier) == 3
+    # A new checkpoint (a new writer) on the same landing zone; its first batch dies before its plan is written.
+    other = tmp_path / "other-checkpoint"
+    sink = MirrorSink(
+        CrashingStorage(zone.storage, "replace:plans", 1),
+        CrashingStorage(LocalStorage(other), "replace:plans", 1),
+        MirrorSettings(max_rows_per_file=2),
+    )
+    records = [t.record("u", None, row(i, "v2")) for i in range(3)]
+    with pytest.raises(Crash):
+        sink.process_batch(0, records)
+    result = sink.process_batch(0, records)
+    assert result.stopped == {}
+    assert zone.table_files()[: len(earlier)] == earlier
+    assert [name(p) for p in zone.table_files()[len(earlier) :]] == [
+        "00000000000000000004.parquet",
+        "00000000000000000005.parquet",
+    ]
