@@ -68,6 +68,10 @@ def publish_file(storage: Storage, planned: PlannedFile) -> bool:
     except FileNotFoundError:
         if storage.exists(planned.final) or _moved_by_mirroring(storage, planned.final):
             return False  # renamed before a crash
+        if highest_number(storage, planned.final.rpartition("/")[0]) >= planned.number:
+            # Renamed before a crash, then processed and deleted by the mirroring service: it keeps only the
+            # last file, and a number this high exists only once this plan's renames (in order) reached it.
+            return False
         msg = (
             f"neither the staged file {storage.url}/{planned.staged} nor {planned.final} exists "
             f"(table {planned.table}); the landing zone was changed outside the connector"

@@ -752,3 +752,27 @@ def test_an_in_process_retry_after_a_failed_batch_still_numbers_after_an_earlier
         "00000000000000000004.parquet",
         "00000000000000000005.parquet",
     ]
+
+
+def test_recovering_a_plan_whose_files_mirroring_already_processed_and_deleted_stops_nothing(
+    zones: Callable[[], Zone],
+) -> None:
+    """A crash after the renames, before the commit; then the mirroring service processes the files and deletes
+    all but the last (as it does). Recovery finds neither staged nor final names for the others: published."""
+    zone = zones()
+    t = customers()
+    crashing = MirrorSink(
+        CrashingStorage(zone.storage, "replace:state.json", 1),
+        CrashingStorage(LocalStorage(zone.checkpoint), "replace:state.json", 1),
+        MirrorSettings(max_rows_per_file=2),
+    )
+    with pytest.raises(Crash):
+        crashing.process_batch(0, [t.record("c", None, row(i)) for i in range(5)])
+    files = zone.table_files()
+    assert [name(p) for p in files] == [f"{n:020d}.parquet" for n in (1, 2, 3)]
+    for path in files[:-1]:
+        zone.storage.delete(path)  # processed and deleted by the mirroring service, which keeps the last
+    restarted = zone.sink(max_rows_per_file=2)
+    restarted.process_batch(1, [t.record("u", None, row(1, "v2"))])
+    assert restarted.stopped_tables == {}
+    assert [name(p) for p in zone.table_files()] == [f"{n:020d}.parquet" for n in (3, 4)]
