@@ -569,10 +569,9 @@ class OneLakeStorage(Storage):
             raise ValueError(msg)
         client = self._fs.get_file_client(full)
         with self._call("acquire_lease", path):
-            try:
+            # Already there (409), or there and leased (412): either way the lease below decides.
+            with contextlib.suppress(ResourceExistsError, ResourceModifiedError):
                 client.create_file(match_condition=MatchConditions.IfMissing)
-            except (ResourceExistsError, ResourceModifiedError):
-                pass  # there already (409), or there and leased (412): the lease decides
             lease = DataLakeLeaseClient(client)
             requested = time.monotonic()
             try:
