@@ -60,11 +60,17 @@ class ToastStore:
         self._removed_overlay: dict[KeyTuple, Row] = {}
 
     def get(self, key: KeyTuple) -> Row | None:
-        """The last values written for ``key`` (batch overlay first; a removed key's last values last)."""
+        """The last values written for ``key`` (batch overlay first; a removed key's last values last).
+
+        An entry in an overlay wins over the committed store even when it is empty (``{}``: the key is known
+        and had no TOAST-able value written); only a key absent from an overlay falls through to the store.
+        """
         live = self._overlay[key] if key in self._overlay else self.entries.get(key)
         if live is not None:
             return live
-        return self._removed_overlay.get(key) or self.removed.get(key)
+        if key in self._removed_overlay:
+            return self._removed_overlay[key]
+        return self.removed.get(key)
 
     def put(self, key: KeyTuple, values: Row) -> None:
         """Record values written in the current batch."""

@@ -50,3 +50,15 @@ def test_snapshots_of_earlier_versions_load_as_live_keys() -> None:
     loaded = ToastStore.from_snapshot(orjson.dumps([[[7], {"name": "a"}]]), removed_limit=10)
     assert loaded.entries == {(7,): {"name": "a"}}
     assert loaded.removed == {}
+
+
+def test_an_empty_overlay_entry_hides_older_removed_values() -> None:
+    """A key whose last values are empty ({}: nothing TOAST-able written) is known: its older values are stale."""
+    store = ToastStore({}, {(1,): {"doc": "stale"}}, removed_limit=10)
+    store.put((1,), {})
+    assert store.get((1,)) == {}
+    store.remove((1,))
+    in_batch = store.get((1,))
+    store.commit()
+    assert store.get((1,)) == {}
+    assert in_batch == {}  # the batch sees what its commit keeps, not the removed values it replaced
