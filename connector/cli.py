@@ -133,6 +133,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", help="the mirror's YAML config: its mirror.truncate_policy decides whether skipped TRUNCATEs matter"
     )
 
+    tab = sub.add_parser("tables", help="one line per mirrored table: state, files, rows, last batch, Fabric's state")
+    tab.add_argument("--checkpoint", help="the connector's checkpoint folder (default: the config's checkpoint)")
+    tab.add_argument("--config", help="YAML config (checkpoint, fabric_status)")
+    tab.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    reb = sub.add_parser(
+        "rebuild",
+        help="rebuild a table: the running connector deletes its folder, waits until Fabric dropped it, and has "
+        "Debezium re-snapshot it (incremental snapshot)",
+    )
+    reb.add_argument("table", help="schema.table, as `tables` names it")
+    reb.add_argument("--checkpoint", help="the connector's checkpoint folder (default: the config's checkpoint)")
+    reb.add_argument("--config", help="YAML config (checkpoint)")
+    reb.add_argument(
+        "--wait", type=float, default=0.0, metavar="SECONDS", help="wait until the snapshot is requested (else exit 1)"
+    )
+
     bench = sub.add_parser("bench", help="benchmarks: convert (no JVM) or stream (Spark + Kafka)")
     bench.add_argument("target", choices=["convert", "stream"])
     bench.add_argument("--events", type=int, default=1_000_000)
@@ -216,6 +233,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from connector.tools.verify import verify_command
 
         return verify_command(args.source, args.landing_zone, args.tables)
+    if command in ("tables", "rebuild"):
+        return _tables(args)
     if command == "bench":
         from connector.tools.bench import bench_command
 
@@ -255,6 +274,18 @@ def _convert(args: argparse.Namespace) -> int:
     for table, reason in sorted(summary.stopped.items()):
         print(f"table stopped: {table}: {reason}", file=sys.stderr)
     return 0 if summary.ok else 1
+
+
+def _tables(args: argparse.Namespace) -> int:
+    from connector.config import load_settings
+    from connector.storage import open_storage
+    from connector.tools.tables import rebuild_command, tables_command
+
+    settings = load_settings(args.config, **({"checkpoint": args.checkpoint} if args.checkpoint else {}))
+    checkpoint = open_storage(settings.checkpoint)
+    if args.command == "rebuild":
+        return rebuild_command(checkpoint, args.table, wait_s=args.wait)
+    return tables_command(checkpoint, as_json=args.json)
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -46,6 +46,30 @@ class TableSettings(_Frozen):
     )
 
 
+class RebuildSettings(_Frozen):
+    """How a stopped table is rebuilt (``python -m connector rebuild``, ``mirror.on_table_stopped: rebuild``)."""
+
+    wait_s: float = Field(
+        300.0,
+        ge=0,
+        description="After deleting a table's folder, how long to wait before recreating it when Fabric's status "
+        "is not configured or not readable (with a readable status: until Fabric reports the table gone).",
+    )
+    signal_topic: str | None = Field(
+        None,
+        description="Debezium's Kafka signal topic (its signal.kafka.topic); default '<topic prefix>-signal'.",
+    )
+    topic_prefix: str | None = Field(
+        None,
+        description="Debezium's topic.prefix, the signal's key; default: the table topic's first dot-separated part.",
+    )
+    max_automatic: int = Field(
+        3,
+        ge=0,
+        description="Automatic rebuilds of one table before it stays stopped (a manual rebuild resets the count).",
+    )
+
+
 class MirrorSettings(_Frozen):
     """How change events become landing-zone files."""
 
@@ -97,6 +121,12 @@ class MirrorSettings(_Frozen):
         description="Decimals of more than 38 digits, which Delta and Fabric cannot hold: 'text' writes the "
         "exact decimal text; 'stop' stops the table until the column is declared in decimal_columns.",
     )
+    on_table_stopped: Literal["stay", "rebuild"] = Field(
+        "stay",
+        description="'stay': a stopped table waits for an operator; 'rebuild': it is rebuilt automatically "
+        "(folder deleted, Debezium incremental snapshot), at most rebuild.max_automatic times.",
+    )
+    rebuild: RebuildSettings = Field(default_factory=RebuildSettings)
     tables: dict[str, TableSettings] = Field(default_factory=dict)
 
     @field_validator("decimal_columns")
@@ -232,6 +262,51 @@ class MetricsSettings(_Frozen):
     )
 
 
+class FabricStatusSettings(_Frozen):
+    """Where Fabric's own per-table mirroring status is read (``connector.fabric_status``).
+
+    It feeds the ``cdc_mirror_fabric_*`` metrics, the ``tables`` command and table rebuilds (which wait until
+    Fabric no longer lists a deleted table). The bearer token is a ``SecretStr`` and may be a ``${env:NAME}``
+    / ``${file:/path}`` reference, resolved at each request so a rotated token file is picked up.
+    """
+
+    kind: Literal["none", "rest", "monitoring"] = Field(
+        "none",
+        description="none; rest (Fabric REST API getTablesMirroringStatus); monitoring (the tables.json that "
+        "mirroring writes to the mirrored database's Files/Monitoring folder).",
+    )
+    workspace_id: str | None = Field(None, description="kind rest: the workspace id (GUID).")
+    mirrored_database_id: str | None = Field(None, description="kind rest: the mirrored database's item id (GUID).")
+    api_url: str = Field(
+        "https://api.fabric.microsoft.com",
+        description="kind rest: base URL of the Fabric REST API (https; plain http only on 127.0.0.1/localhost).",
+    )
+    monitoring_url: str | None = Field(
+        None,
+        description="kind monitoring: the Monitoring folder (local folder or OneLake URL); default: beside the "
+        "landing zone when landing_zone.url ends in /LandingZone (.../Files/Monitoring).",
+    )
+    credential: Literal["default", "workload_identity", "managed_identity", "client_secret", "client_certificate"] = (
+        Field("default", description="Azure identity for the REST API (or a OneLake monitoring_url).")
+    )
+    bearer_token: SecretStr | None = Field(
+        None, description="kind rest: static bearer token instead of the Azure identity; ${env:X}/${file:P}."
+    )
+    poll_s: float = Field(60.0, gt=0, description="How often the streaming job reads the status for its metrics.")
+    request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one status request.")
+
+    @field_validator("api_url")
+    @classmethod
+    def _check_api_url(cls, value: str) -> str:
+        # The request carries a bearer token: never in clear text beyond this machine.
+        if not re.match(r"https://[^/\s]+", value) and not re.match(
+            r"http://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(/|$)", value
+        ):
+            msg = f"fabric_status.api_url must be https:// (or http:// on 127.0.0.1/localhost), got {value!r}"
+            raise ValueError(msg)
+        return value.rstrip("/")
+
+
 class SparkSettings(_Frozen):
     """The Spark session."""
 
@@ -266,6 +341,7 @@ class ConnectorSettings(BaseSettings):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     mirror: MirrorSettings = Field(default_factory=MirrorSettings)
     dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)
+    fabric_status: FabricStatusSettings = Field(default_factory=FabricStatusSettings)
 
     @field_validator("trigger")
     @classmethod

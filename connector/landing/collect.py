@@ -74,6 +74,7 @@ class Collected:
     skipped: SkipCounts = field(default_factory=SkipCounts)
     stopped: dict[str, str] = field(default_factory=dict)
     stopped_refs: dict[str, TableRef] = field(default_factory=dict)
+    stopped_topics: dict[str, str] = field(default_factory=dict)  # a rebuild signals Debezium by topic
     deferred: list[KafkaRecord] = field(default_factory=list)
     poison: list[DeadLetter] = field(default_factory=list)  # under poison_policy dead-letter
     problems: list[str] = field(default_factory=list)
@@ -195,6 +196,9 @@ class SliceCollector:
             if table is not None and tid in unordered:
                 _sort_by_position(table.batch)
             out.pieces[tid] = self._piece(tid, refs[tid], table, counts, recreated.get(tid), out)
+        if stopped:
+            topic_of = {ref.id: topic for topic, (ref, _, _) in self._topics.items()}
+            out.stopped_topics = {tid: topic_of[tid] for tid in stopped if tid in topic_of}
         return out
 
     def _open(self, tid: str, ref: TableRef, event: ChangeEvent, settings: TableSettings) -> _Open:

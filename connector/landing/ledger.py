@@ -44,6 +44,17 @@ class TableState:
     incremental: bool = False  # a file with __rowMarker__ has been published
     stopped: str | None = None
     toast_snapshot: str | None = None  # checkpoint path of the keep-last store
+    topic: str | None = None  # the Kafka topic its events come from (a rebuild signals Debezium for it)
+    rows_published: int = 0
+    files_published: int = 0
+    last_published_at: float | None = None  # epoch seconds of the last batch that published a file
+    # A rebuild in progress (``connector.landing.rebuild``): its phase, when the phase began (epoch seconds),
+    # the request it serves, and why the table was stopped.
+    rebuild: str | None = None
+    rebuild_at: float | None = None
+    rebuild_request: str | None = None
+    rebuild_reason: str | None = None
+    automatic_rebuilds: int = 0
 
     def arrow_schema(self) -> pa.Schema | None:
         """The established column types, ``None`` before the first file."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from connector.landing.layout import TableRef, data_file_name, staged_file_name
 from connector.landing.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
 from connector.landing.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
 from connector.landing.publisher import digest, highest_number, publish_file, remove_orphans
+from connector.landing.rebuild import FabricTables, SnapshotSignal, TableRebuilder, is_rebuilding, stop_or_rebuild
 from connector.landing.rowmarker import ToastStore, ToastStores
 from connector.landing.source_offsets import check_batch
 from connector.storage.base import Storage, join
@@ -98,6 +100,8 @@ class MirrorSink:
         *,
         source: SourceSettings | None = None,
         dead_letters: DeadLetterWriter | None = None,
+        snapshot_signal: SnapshotSignal | None = None,
+        fabric_tables: FabricTables | None = None,
     ) -> None:
         if dead_letter_in_use(mirror) and dead_letters is None:
             msg = "poison_policy 'dead-letter' needs a dead-letter output (dead_letter settings)"
@@ -114,11 +118,46 @@ class MirrorSink:
         self._partner_events_written = False
         self._schemas: dict[str, pa.Schema] = {}
         self._source: BatchSource | None = None
+        self._rebuilder = TableRebuilder(
+            landing, checkpoint, mirror, signal=snapshot_signal, fabric_tables=fabric_tables
+        )
+        self._rebuilds_checked: int | None = None
+        # Held by whoever works on the sink (a batch, the rebuild ticker between batches): it is not thread-safe.
+        self.lock = threading.RLock()
 
     @property
     def stopped_tables(self) -> dict[str, str]:
-        """Tables stopped so far (committed), with the reason."""
-        return {tid: t.stopped for tid, t in self.ledger.state.tables.items() if t.stopped}
+        """Tables stopped (committed) and not being rebuilt, with the reason."""
+        return {tid: t.stopped for tid, t in self.ledger.state.tables.items() if t.stopped and not is_rebuilding(t)}
+
+    @property
+    def rebuilding_tables(self) -> dict[str, str]:
+        """Tables whose rebuild waits (folder deletion, Fabric), with the rebuild's phase."""
+        return {tid: t.rebuild for tid, t in self.ledger.state.tables.items() if t.rebuild and is_rebuilding(t)}
+
+    def advance_rebuilds(self, batch_id: int | None = None) -> None:
+        """Take rebuild requests and move rebuilds on.
+
+        Called before batch ``batch_id`` is collected (once per batch), or between batches (``None``, under
+        ``lock``). A table whose rebuild reached its snapshot request runs again from this batch on, so the caller must
+        take the collect context after this.
+        """
+        if batch_id is not None and self._rebuilds_checked == batch_id:
+            return
+        if not self._recovered:
+            self.recover()
+        state, served = self._rebuilder.take_requests(self.ledger.state)
+        advanced = self._rebuilder.advance(state)
+        if advanced is not self.ledger.state:
+            for tid, table in advanced.tables.items():
+                if table is not self.ledger.state.tables.get(tid):
+                    # Its folder is gone or new: forget what this process knew of it.
+                    self._scanned.discard(tid)
+                    self._toast.stores.pop(tid, None)
+            self.ledger.commit_state(advanced)
+        for path in served:
+            self.ledger.storage.delete(path)
+        self._rebuilds_checked = batch_id
 
     def recover(self) -> int:
         """Finish any batch a crash interrupted and delete orphaned staged files; returns plans completed."""
@@ -150,6 +189,8 @@ class MirrorSink:
             self.recover()
         published = check_batch(self.ledger.state, batch_id, spark_offsets, where)
         self._source = None if published or spark_offsets is None else BatchSource(batch_id, spark_offsets)
+        if not published:
+            self.advance_rebuilds(batch_id)
         return published
 
     def first_published_file(self) -> str | None:
@@ -202,14 +243,16 @@ class MirrorSink:
         if self.is_committed(batch_id):
             result.already_committed = True
             return result
+        # Callers collecting slices elsewhere advanced the rebuilds before taking the collect context.
+        self.advance_rebuilds(batch_id)
         try:
             local = list(itertools.chain.from_iterable(s.deferred for s in slices))
             if local or records is not None:
                 collector = SliceCollector(self.collect_context(defer_keep_last=False), self._toast)
                 slices = [*slices, collector.collect(itertools.chain(local, records or ()))]
-            tables, recreate, refs = self._merge(slices, result)
+            tables, recreate, refs, topics = self._merge(slices, result)
             self._dead_letter(batch_id, slices, result)
-            plan = self._stage(batch_id, tables, refs, recreate, result)
+            plan = self._stage(batch_id, tables, refs, recreate, result, topics)
             if plan.files:
                 self.ledger.write_plan(plan)
                 self._publish(plan, result)
@@ -230,10 +273,11 @@ class MirrorSink:
 
     def _merge(
         self, slices: Sequence[Collected], result: BatchResult
-    ) -> tuple[dict[str, TableRows], set[str], dict[str, TableRef]]:
-        """Join the slices' pieces per table, in (topic, partition, offset) order."""
+    ) -> tuple[dict[str, TableRows], set[str], dict[str, TableRef], dict[str, str]]:
+        """Join the slices' pieces per table, in (topic, partition, offset) order; also each table's topic."""
         pieces: dict[str, list[TablePiece]] = {}
         refs: dict[str, TableRef] = {}
+        topics: dict[str, str] = {}
         for part in slices:
             result.records += part.records
             for kind, count in part.skipped.by_kind.items():
@@ -245,8 +289,10 @@ class MirrorSink:
             for tid, reason in part.stopped.items():
                 result.stopped.setdefault(tid, reason)
                 refs[tid] = part.stopped_refs[tid]
+            topics.update(part.stopped_topics)
             for tid, piece in part.pieces.items():
                 pieces.setdefault(tid, []).append(piece)
+                topics.setdefault(tid, piece.first[0])
         tables: dict[str, TableRows] = {}
         recreate: set[str] = set()
         for tid, found in pieces.items():
@@ -269,7 +315,7 @@ class MirrorSink:
             ts_ms = tables[tid].max_source_ts_ms
             if ts_ms is not None:
                 result.max_source_ts_ms = max(result.max_source_ts_ms or 0, ts_ms)
-        return tables, recreate, refs
+        return tables, recreate, refs, topics
 
     def _dead_letter(self, batch_id: int, slices: Sequence[Collected], result: BatchResult) -> None:
         """Poison records go out before any file of the batch is published (a replay writes them again)."""
@@ -305,6 +351,7 @@ class MirrorSink:
         refs: dict[str, TableRef],
         recreate: set[str],
         result: BatchResult,
+        topics: dict[str, str],
     ) -> BatchPlan:
         state = self.ledger.state
         tables = dict(state.tables)
@@ -322,7 +369,7 @@ class MirrorSink:
                     if tid in self._toast.stores:
                         path = self.ledger.write_toast_snapshot(tid, batch_id, self._toast.stores[tid].snapshot())
                         table_state = replace(table_state, toast_snapshot=path)
-                tables[tid] = table_state
+                tables[tid] = replace(table_state, topic=topics.get(tid, table_state.topic))
             except (TableStopped, LandingZoneCorrupt) as exc:
                 reason = exc.reason if isinstance(exc, TableStopped) else str(exc)
                 result.stopped[tid] = reason
@@ -332,7 +379,8 @@ class MirrorSink:
         for tid, reason in result.stopped.items():
             stopped_ref = refs.get(tid)
             previous = tables.get(tid) or TableState(folder=stopped_ref.folder if stopped_ref else tid)
-            tables[tid] = replace(previous, stopped=reason)
+            previous = replace(previous, topic=topics.get(tid, previous.topic))
+            tables[tid] = stop_or_rebuild(previous, reason, self.mirror)
         new_state = replace(state, last_committed_batch=batch_id, tables=tables, resume_offsets=None)
         if self._source is not None and self._source.batch_id == batch_id:
             new_state = new_state.with_source(self._source)
@@ -416,6 +464,9 @@ class MirrorSink:
             next_number=number,
             key_columns=batch.key_columns,
             incremental=table_state.incremental or not omit_marker,
+            rows_published=table_state.rows_published + table.num_rows,
+            files_published=table_state.files_published + len(staged),
+            last_published_at=time.time(),
         )
         return new_state, staged
 
@@ -448,7 +499,7 @@ class MirrorSink:
                 published = publish_file(self.landing, planned)
             except LandingZoneCorrupt as exc:
                 failed.add(planned.table)
-                tables[planned.table] = replace(tables[planned.table], stopped=str(exc))
+                tables[planned.table] = stop_or_rebuild(tables[planned.table], str(exc), self.mirror)
                 result.stopped[planned.table] = str(exc)
                 log.error("table %s stopped: %s", planned.table, exc)
                 continue

@@ -38,12 +38,15 @@ from connector.landing.fence import WriterFence
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
 from connector.stream.broker_check import BrokerCheck
+from connector.stream.fabric_status_poller import FabricStatusPoller
 from connector.stream.preflight import check_before_spark
 from connector.stream.query_failure import explain_query_failure
+from connector.stream.rebuild_ticker import RebuildTicker
 from connector.stream.records_batch import publish_records_table
 from connector.stream.resume import resume_from_ledger, starting_offsets
 from connector.stream.shutdown import GracefulStop
 from connector.stream.slices import collect_slices
+from connector.stream.snapshot_signal import KafkaSnapshotSignal
 from connector.stream.source import kafka_jars, stream
 from connector.stream.spark_checkpoint import SparkCheckpoint
 
@@ -55,6 +58,8 @@ log = logging.getLogger("connector.run")
 
 # How long a stop waits for Spark's stream thread; well inside the Helm chart's terminationGracePeriodSeconds.
 QUERY_STOP_TIMEOUT_S = 30.0
+# How often rebuilds waiting for Fabric (or mirror.rebuild.wait_s) are looked at between batches.
+REBUILD_TICK_S = 5.0
 
 
 class BatchWriter:
@@ -77,6 +82,10 @@ class BatchWriter:
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Publish micro-batch ``batch_id``; raising fails the query (Spark then retries it on restart)."""
+        with self.sink.lock:
+            self._write(frame, batch_id)
+
+    def _write(self, frame: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         collected = started
         try:
@@ -211,6 +220,8 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     if settings.metrics.port:
         server = metrics.serve(settings.metrics.port, health)
         log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
+    # An incomplete fabric_status section fails here; reading Fabric's status later never stops the job.
+    fabric_status = FabricStatusPoller.open(settings)
     landing = open_storage(settings.landing_zone.url, settings.landing_zone.credential)
     checkpoint = Path(settings.checkpoint)
     # One writer per checkpoint and landing zone, held until exit: taken before the ledger is read or the
@@ -224,6 +235,9 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
         settings.mirror,
         source=settings.source,
         dead_letters=open_dead_letter_writer(settings),
+        snapshot_signal=KafkaSnapshotSignal(settings.source, settings.mirror.rebuild)
+        if settings.source.kind == "kafka"
+        else None,
     )
     completed = sink.recover()
     # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
@@ -275,16 +289,24 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     broker_check = None
     if settings.source.kind == "kafka" and settings.metrics.broker_check_s:
         broker_check = BrokerCheck(settings.source, health, settings.metrics.broker_check_s).start()
+    if fabric_status is not None:
+        fabric_status.start()
+    rebuilds = RebuildTicker(sink, REBUILD_TICK_S).start()
     try:
         _watch(query, graceful, health)
     finally:
+        rebuilds.stop()
         restore_signals()
         if broker_check is not None:
             broker_check.stop()
+        if fabric_status is not None:
+            fabric_status.stop()
     health.set(False, "stopped")
     stopped = sink.stopped_tables
     for table, reason in sorted(stopped.items()):
         log.error("table stopped: %s: %s", table, reason)
+    for table, phase in sorted(sink.rebuilding_tables.items()):
+        log.warning("table rebuilding: %s: %s (it goes on at the next start)", table, phase)
     spark.stop()
     return 1 if stopped else 0
 

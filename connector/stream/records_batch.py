@@ -25,6 +25,7 @@ def publish_records_table(sink: MirrorSink, batch_id: int, table: pa.Table, *, c
         records = kcat_records_table(lines)
         if records is not None:
             table = records
+    sink.advance_rebuilds(batch_id)  # a rebuilt table runs again from this batch: before the context
     lane = collect_in_lane(sink.collect_context(defer_keep_last=False), table, enabled=columnar)
     rest, problems = records_from_arrow(lane.rest)
     lane.collected.problems.extend(problems)

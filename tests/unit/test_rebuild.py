@@ -1,0 +1,263 @@
+"""Table rebuilds in the sink: the phases, their order, the wait for Fabric, crashes between phases.
+
+The snapshot signal here is a recording function standing in for Debezium's Kafka signal channel (the
+real channel and a real incremental snapshot are in tests/e2e/test_rebuild_e2e.py); Fabric's status is a
+dict standing in for the status reader.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from connector.config import MirrorSettings, RebuildSettings
+from connector.landing.ledger import TableState
+from connector.landing.rebuild import (
+    DELETING,
+    SNAPSHOT_REQUESTED,
+    WAITING,
+    RebuildError,
+    TableRebuilder,
+    pending_requests,
+)
+from connector.landing.sink import MirrorSink
+from connector.storage.local import LocalStorage
+from connector.stream.snapshot_signal import signal_target, signal_value
+from connector.tools.tables import rebuild_command, table_lines, tables_command
+from tests.support.debezium import Topic, field
+
+COLUMNS = [field("id", "int32", optional=False), field("name", "string")]
+CHANGED = [field("id", "int32", optional=False), field("name", "int64")]
+CUSTOMERS = "public.customers"
+
+
+class Signals:
+    """Records the snapshot requests; can be told to fail (the broker unreachable)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str | None]] = []
+        self.fail = False
+
+    def __call__(self, table_id: str, table: TableState) -> str:
+        if self.fail:
+            msg = "signal topic unreachable"
+            raise RebuildError(msg)
+        self.sent.append((table_id, table.topic))
+        return f"signal-{len(self.sent)}"
+
+
+class Fabric:
+    """Fabric's table list as a status reader would give it (``None``: unreadable)."""
+
+    def __init__(self, tables: dict[str, Any] | None) -> None:
+        self.tables = tables
+
+    def __call__(self) -> dict[str, Any] | None:
+        return self.tables
+
+
+def make_sink(
+    tmp_path: Path, signals: Signals, fabric: Fabric | None = None, **mirror: Any
+) -> tuple[MirrorSink, LocalStorage, LocalStorage]:
+    landing = LocalStorage(tmp_path / "lz")
+    checkpoint = LocalStorage(tmp_path / "cp")
+    mirror.setdefault("rebuild", RebuildSettings(wait_s=0))
+    sink = MirrorSink(landing, checkpoint, MirrorSettings(**mirror), snapshot_signal=signals, fabric_tables=fabric)
+    return sink, landing, checkpoint
+
+
+def files(landing: LocalStorage, folder: str = "public.schema/customers") -> list[str]:
+    return sorted(i.path.rsplit("/", 1)[-1] for i in landing.list_dir(folder) if not i.is_dir)
+
+
+def stop_customers(sink: MirrorSink, t: Topic, other: Topic) -> None:
+    """Batch 0 publishes a row; batch 1 changes a column's type, which stops the table."""
+    sink.process_batch(
+        0, [t.record("c", None, {"id": 1, "name": "a"}), other.record("c", None, {"id": 9, "name": "o"})]
+    )
+    t.columns = CHANGED
+    result = sink.process_batch(1, [t.record("c", None, {"id": 2, "name": 5}), other.record("c", None, {"id": 10})])
+    assert "changed type" in result.stopped[CUSTOMERS]
+
+
+def test_automatic_rebuild_after_a_type_change_recreates_the_table_from_file_one(tmp_path: Path) -> None:
+    signals = Signals()
+    sink, landing, _ = make_sink(tmp_path, signals, on_table_stopped="rebuild")
+    t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
+    stop_customers(sink, t, other)
+    table = sink.ledger.state.tables[CUSTOMERS]
+    assert table.rebuild == DELETING and table.automatic_rebuilds == 1
+    assert sink.stopped_tables == {} and sink.rebuilding_tables == {CUSTOMERS: DELETING}
+    assert files(landing)  # deleted only at the next batch, under the same fence
+
+    # The next batch deletes the folder, asks Debezium for a snapshot and publishes the table from file 1.
+    result = sink.process_batch(2, [t.record("r", None, {"id": 2, "name": 5}), other.record("c", None, {"id": 11})])
+    assert signals.sent == [(CUSTOMERS, "dbserver1.public.customers")]
+    assert result.stopped == {}
+    assert files(landing) == ["00000000000000000001.parquet", "_metadata.json"]
+    rebuilt = sink.ledger.state.tables[CUSTOMERS]
+    assert rebuilt.rebuild == SNAPSHOT_REQUESTED and rebuilt.stopped is None and rebuilt.next_number == 2
+    assert rebuilt.arrow_schema().field("name").type.bit_width == 64  # type: ignore[union-attr]
+    # The other table never stopped and kept its numbering.
+    assert sink.ledger.state.tables["public.orders"].stopped is None
+    assert files(landing, "public.schema/orders")[:3] == [f"0000000000000000000{i}.parquet" for i in (1, 2, 3)]
+
+
+def test_a_rebuild_waits_until_fabric_no_longer_lists_the_table(tmp_path: Path) -> None:
+    signals, fabric = Signals(), Fabric({CUSTOMERS: "Replicating"})
+    sink, landing, _ = make_sink(tmp_path, signals, fabric, on_table_stopped="rebuild")
+    t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
+    stop_customers(sink, t, other)
+    sink.advance_rebuilds()
+    assert sink.ledger.state.tables[CUSTOMERS].rebuild == WAITING
+    assert not landing.exists("public.schema/customers/_metadata.json")
+    # Events of the table are skipped while Fabric still has it.
+    result = sink.process_batch(2, [t.record("c", None, {"id": 3, "name": 7})])
+    assert result.skipped.by_kind.get("table_stopped") == 1 and signals.sent == []
+    fabric.tables = {}
+    sink.advance_rebuilds()
+    assert signals.sent == [(CUSTOMERS, "dbserver1.public.customers")]
+    assert sink.ledger.state.tables[CUSTOMERS].rebuild == SNAPSHOT_REQUESTED
+
+
+def test_without_a_readable_fabric_status_a_rebuild_waits_the_configured_delay(tmp_path: Path) -> None:
+    now = [1000.0]
+    landing, checkpoint = LocalStorage(tmp_path / "lz"), LocalStorage(tmp_path / "cp")
+    signals = Signals()
+    mirror = MirrorSettings(rebuild=RebuildSettings(wait_s=60))
+    rebuilder = TableRebuilder(
+        landing, checkpoint, mirror, signal=signals, fabric_tables=Fabric(None), clock=lambda: now[0]
+    )
+    from connector.landing.ledger import LedgerState
+
+    state = LedgerState(
+        tables={CUSTOMERS: TableState("public.schema/customers", topic="p.public.customers", rebuild=DELETING)}
+    )
+    state = rebuilder.advance(state)
+    assert state.tables[CUSTOMERS].rebuild == WAITING and state.tables[CUSTOMERS].rebuild_at == 1000.0
+    now[0] = 1059.0
+    assert rebuilder.advance(state) is state and signals.sent == []
+    now[0] = 1060.0
+    assert rebuilder.advance(state).tables[CUSTOMERS].rebuild == SNAPSHOT_REQUESTED
+
+
+def test_a_manual_rebuild_survives_restarts_between_its_phases(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    signals = Signals()
+    sink, landing, checkpoint = make_sink(tmp_path, signals)
+    t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
+    stop_customers(sink, t, other)
+    assert sink.stopped_tables.keys() == {CUSTOMERS}  # on_table_stopped: stay
+
+    assert rebuild_command(checkpoint, CUSTOMERS) == 0
+    assert len(pending_requests(checkpoint)) == 1
+    signals.fail = True  # the signal cannot be sent: the rebuild waits, the folder is gone already
+    sink.advance_rebuilds()
+    assert sink.ledger.state.tables[CUSTOMERS].rebuild == WAITING and not files(landing)
+    assert pending_requests(checkpoint) == []
+
+    # A restart (kill -9: a new sink on the same ledger) goes on where the rebuild stood.
+    signals.fail = False
+    restarted, _, _ = make_sink(tmp_path, signals)
+    restarted.process_batch(2, [t.record("r", None, {"id": 1, "name": 4}), t.record("r", None, {"id": 2, "name": 5})])
+    assert signals.sent == [(CUSTOMERS, "dbserver1.public.customers")]
+    assert files(landing) == ["00000000000000000001.parquet", "_metadata.json"]
+    assert restarted.stopped_tables == {}
+    capsys.readouterr()
+    assert tables_command(checkpoint, as_json=False) == 0
+    out = capsys.readouterr().out
+    assert "public.customers  state=running  last_file=1  files=1  rows=2" in out and "rebuilt" in out
+
+
+def test_a_request_served_before_a_crash_is_not_served_twice(tmp_path: Path) -> None:
+    signals = Signals()
+    sink, landing, checkpoint = make_sink(tmp_path, signals, rebuild=RebuildSettings(wait_s=3600))
+    t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
+    stop_customers(sink, t, other)
+    rebuild_command(checkpoint, CUSTOMERS)
+    path, request = pending_requests(checkpoint)[0]
+    data = checkpoint.read_bytes(path)
+    sink.advance_rebuilds()
+    at = sink.ledger.state.tables[CUSTOMERS].rebuild_at
+    checkpoint.replace(path, data)  # the crash came after the commit, before the request file was removed
+    restarted, _, _ = make_sink(tmp_path, signals, rebuild=RebuildSettings(wait_s=3600))
+    restarted.advance_rebuilds()
+    table = restarted.ledger.state.tables[CUSTOMERS]
+    assert table.rebuild == WAITING and table.rebuild_at == at and table.rebuild_request == request.id
+
+
+def test_automatic_rebuilds_give_up_after_the_configured_count(tmp_path: Path) -> None:
+    signals = Signals()
+    sink, _, _ = make_sink(
+        tmp_path, signals, on_table_stopped="rebuild", rebuild=RebuildSettings(wait_s=0, max_automatic=1)
+    )
+    t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
+    stop_customers(sink, t, other)
+    sink.process_batch(2, [t.record("r", None, {"id": 2, "name": 5})])  # rebuilt with name int64
+    t.columns = COLUMNS
+    result = sink.process_batch(3, [t.record("u", None, {"id": 2, "name": "x"})])
+    assert CUSTOMERS in result.stopped
+    assert "not rebuilt automatically" in sink.stopped_tables[CUSTOMERS]
+    assert sink.rebuilding_tables == {}
+
+
+def test_rebuild_of_an_unknown_table_names_the_known_ones(tmp_path: Path) -> None:
+    signals = Signals()
+    sink, _, checkpoint = make_sink(tmp_path, signals)
+    sink.process_batch(0, [Topic("dbserver1.public.customers", COLUMNS, ["id"]).record("c", None, {"id": 1})])
+    from connector.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"no table public\.nope .*tables: public\.customers"):
+        rebuild_command(checkpoint, "public.nope")
+
+
+def test_tables_lines_carry_fabric_state_when_readable(tmp_path: Path) -> None:
+    signals = Signals()
+    sink, _, _ = make_sink(tmp_path, signals)
+    sink.process_batch(0, [Topic("dbserver1.public.customers", COLUMNS, ["id"]).record("c", None, {"id": 1})])
+
+    class Status:
+        state = "Replicating"
+        processed_rows = 1
+
+    line = table_lines(sink.ledger, {CUSTOMERS: Status()})[0]
+    assert (line.state, line.files, line.rows, line.fabric_state, line.fabric_rows) == (
+        "running",
+        1,
+        1,
+        "Replicating",
+        1,
+    )
+    assert table_lines(sink.ledger, {})[0].fabric_state == "absent"
+    assert table_lines(sink.ledger)[0].fabric_state is None
+
+
+@pytest.mark.parametrize(
+    ("topic", "expected"),
+    [
+        ("dbserver1.public.customers", ("dbserver1-signal", "dbserver1", "public.customers")),
+        ("mariadb1.shop.orders", ("mariadb1-signal", "mariadb1", "shop.orders")),
+        ("sql1.testDB.dbo.customers", ("sql1-signal", "sql1", "testDB.dbo.customers")),
+    ],
+)
+def test_signal_target_per_source(topic: str, expected: tuple[str, str, str]) -> None:
+    assert signal_target(topic, RebuildSettings()) == expected
+
+
+def test_signal_target_with_a_dotted_prefix_and_an_explicit_topic() -> None:
+    settings = RebuildSettings(topic_prefix="prod.pg", signal_topic="signals")
+    assert signal_target("prod.pg.public.t", settings) == ("signals", "prod.pg", "public.t")
+    with pytest.raises(RebuildError, match="does not start with"):
+        signal_target("other.public.t", settings)
+
+
+def test_signal_value_is_debeziums_execute_snapshot() -> None:
+    import orjson
+
+    assert orjson.loads(signal_value("public.t")) == {
+        "type": "execute-snapshot",
+        "data": {"data-collections": ["public.t"], "type": "incremental"},
+    }
