@@ -88,14 +88,16 @@ class CredentialConfig(BaseModel):
 
 
 class StorageScopedCredential:
-    """A token credential that only hands out storage-audience tokens.
+    """A token credential that only hands out tokens for one audience: storage, unless ``scope`` says otherwise.
 
     The storage client asks for ``https://storage.azure.com/.default``; refusing anything else means a
-    bug or a future change cannot silently start using this identity for another API.
+    bug or a future change cannot silently start using this identity for another API. The Fabric status
+    reader (``connector.fabric_status``) builds its own instance scoped to the Fabric REST API.
     """
 
-    def __init__(self, inner: TokenCredential) -> None:
+    def __init__(self, inner: TokenCredential, scope: str = STORAGE_SCOPE) -> None:
         self._inner = inner
+        self._scope = scope
 
     def get_token(
         self,
@@ -105,13 +107,13 @@ class StorageScopedCredential:
         enable_cae: bool = False,
         **kwargs: Any,
     ) -> AccessToken:
-        """Return a token from the wrapped credential, for the storage scope only.
+        """Return a token from the wrapped credential, for its one scope only.
 
         Raises:
-            ValueError: A scope other than the storage audience was requested.
+            ValueError: Another scope was requested.
         """
-        if tuple(scopes) != (STORAGE_SCOPE,):
-            msg = f"this credential only issues tokens for {STORAGE_SCOPE}, not {', '.join(scopes)}"
+        if tuple(scopes) != (self._scope,):
+            msg = f"this credential only issues tokens for {self._scope}, not {', '.join(scopes)}"
             raise ValueError(msg)
         return self._inner.get_token(*scopes, claims=claims, tenant_id=tenant_id, enable_cae=enable_cae, **kwargs)
 
@@ -151,7 +153,9 @@ class StorageIdentity:
             close()
 
 
-def build_credential(config: CredentialConfig, environ: Mapping[str, str] | None = None) -> StorageIdentity:
+def build_credential(
+    config: CredentialConfig, environ: Mapping[str, str] | None = None, *, scope: str = STORAGE_SCOPE
+) -> StorageIdentity:
     """Build the azure-identity credential ``config`` describes.
 
     Nothing is contacted here: tokens are requested on the first storage call, so a wrong secret shows
@@ -160,9 +164,10 @@ def build_credential(config: CredentialConfig, environ: Mapping[str, str] | None
     Args:
         config: The credential section of the connector config.
         environ: Environment to read ``AZURE_*`` fallbacks from; ``os.environ`` when omitted.
+        scope: The one token scope the credential may serve (the storage audience by default).
 
     Returns:
-        The credential wrapped to the storage scope, and its loggable description.
+        The credential wrapped to ``scope``, and its loggable description.
 
     Raises:
         ValueError: A required setting (tenant, client id, secret, certificate) is missing or its file
@@ -239,7 +244,7 @@ def build_credential(config: CredentialConfig, environ: Mapping[str, str] | None
         inner = ManagedIdentityCredential(client_id=client_id) if client_id else ManagedIdentityCredential()
 
     return StorageIdentity(
-        credential=StorageScopedCredential(inner),
+        credential=StorageScopedCredential(inner, scope),
         kind=config.kind,
         description=describe(config.kind, tenant_id, client_id),
     )
