@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from connector import metrics
 from connector.landing.sink import MirrorSink
 
 log = logging.getLogger("connector.run")
@@ -40,6 +41,7 @@ class RebuildTicker:
         with self._sink.lock:
             try:
                 self._sink.advance_rebuilds()
+                metrics.set_table_states(self._sink)
             except Exception as exc:  # noqa: BLE001 - the next tick retries; batches go on meanwhile
                 log.error("table rebuilds: a step failed (%s); tried again in %.0f s", exc, self._interval_s)
 

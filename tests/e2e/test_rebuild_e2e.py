@@ -1,0 +1,295 @@
+"""Table rebuilds on the real stack: Postgres → Debezium → Kafka → connector, with a real incremental snapshot.
+
+A column type change stops a table (open mirroring cannot change a column's type). The rebuild deletes the
+table's folder, waits (here: ``mirror.rebuild.wait_s``, since Fabric's status is not configured), resets
+the ledger entry and signals Debezium through its Kafka signal channel; Debezium's incremental snapshot
+then re-reads the table in chunks while the test keeps writing to it and to another table. ``verify``
+must then find zero differences in every table, and the other table must never have stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import psycopg
+import pytest
+from confluent_kafka import Consumer
+
+from connector.landing.ledger import BatchLedger, TableState
+from connector.storage import LocalStorage
+from connector.tools.verify import verify
+from tests.e2e.test_mirror_e2e import wait_for_watermark
+from tests.support.kafka import REPO_ROOT, run_connector
+
+pytestmark = pytest.mark.e2e
+
+ROWS = 600
+WAIT_S = 240.0
+
+
+def write_config(tmp: Path, *, automatic: bool, wait_s: float) -> Path:
+    config = tmp / "config.yaml"
+    config.write_text(
+        "mirror:\n"
+        "  toast_policy: keep-last\n"
+        "  max_rows_per_file: 200\n"
+        f"  on_table_stopped: {'rebuild' if automatic else 'stay'}\n"
+        "  rebuild:\n"
+        f"    wait_s: {wait_s}\n"
+    )
+    return config
+
+
+def create_tables(conn: psycopg.Connection[Any], table: str, other: str) -> None:
+    conn.execute(f"CREATE TABLE public.{table} (id int PRIMARY KEY, qty int NOT NULL, note text)")
+    conn.execute(f"CREATE TABLE public.{other} (id int PRIMARY KEY, v text)")
+    conn.execute(f"INSERT INTO public.{table} SELECT g, g * 10, 'row ' || g FROM generate_series(1, {ROWS}) g")
+    conn.execute(f"INSERT INTO public.{other} SELECT g, 'v' || g FROM generate_series(1, 50) g")
+
+
+def change_type(conn: psycopg.Connection[Any], table: str) -> None:
+    """qty int → bigint: the next events carry an int64 column where the mirror has int32."""
+    conn.execute(f"ALTER TABLE public.{table} ALTER COLUMN qty TYPE bigint")
+    conn.execute(f"UPDATE public.{table} SET qty = qty + 5000000000 WHERE id <= 10")
+
+
+def write_some(conn: psycopg.Connection[Any], rng: random.Random, table: str, other: str, ops: int) -> None:
+    """Updates, deletes and inserts on both tables (the rebuilt one is being snapshotted meanwhile)."""
+    for _ in range(ops):
+        key = rng.randint(1, ROWS + 200)
+        kind = rng.random()
+        if kind < 0.6:
+            conn.execute(f"UPDATE public.{table} SET qty = qty + 1, note = %s WHERE id = %s", (uuid.uuid4().hex, key))
+        elif kind < 0.75:
+            conn.execute(f"DELETE FROM public.{table} WHERE id = %s", (key,))
+        elif kind < 0.9:
+            conn.execute(
+                f"INSERT INTO public.{table} VALUES (%s, %s, 'new') ON CONFLICT (id) DO UPDATE SET note = 'again'",
+                (key, key),
+            )
+        else:
+            conn.execute(f"UPDATE public.{other} SET v = %s WHERE id = %s", (uuid.uuid4().hex, rng.randint(1, 50)))
+
+
+class Connector:
+    """``python -m connector run`` in the background, logging to a file; SIGKILL or SIGTERM it."""
+
+    def __init__(self, stack: dict[str, str], tmp: Path, config: Path) -> None:
+        self.tmp = tmp
+        self.command = [
+            sys.executable,
+            "-m",
+            "connector",
+            "run",
+            "--config",
+            str(config),
+            "--bootstrap-servers",
+            stack["bootstrap.servers"],
+            "--topics",
+            stack["topics"],
+            "--landing-zone",
+            str(tmp / "lz"),
+            "--checkpoint",
+            str(tmp / "cp"),
+            "--trigger",
+            "1s",
+            "--metrics-port",
+            "0",
+        ]
+        self.log_path = tmp / "connector.log"
+        self._log: TextIO | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self._log = self.log_path.open("a")
+        self.process = subprocess.Popen(
+            self.command, cwd=REPO_ROOT, stdout=self._log, stderr=self._log, env=dict(os.environ)
+        )
+
+    def stop(self, sig: int) -> int:
+        assert self.process is not None and self._log is not None
+        assert self.process.poll() is None, self.log()[-4000:]  # still running: it did not die on its own
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout=120)
+        self._log.close()
+        return code
+
+    def kill_if_running(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=60)
+
+    def log(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def table(self, table_id: str) -> TableState | None:
+        """The table's committed ledger entry (the ledger's state file is replaced atomically)."""
+        cp = LocalStorage(self.tmp / "cp")
+        return BatchLedger(cp).state.tables.get(table_id) if cp.exists("ledger/state.json") else None
+
+    def wait_for(self, what: str, condition: Callable[[TableState], bool], table_id: str) -> TableState:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            assert self.process.poll() is None, f"the connector exited waiting for {what}:\n{self.log()[-4000:]}"
+            table = self.table(table_id)
+            if table is not None and condition(table):
+                return table
+            time.sleep(0.5)
+        pytest.fail(f"{table_id}: no {what} within {WAIT_S}s; ledger: {self.table(table_id)}\n{self.log()[-4000:]}")
+
+
+class Notifications:
+    """Debezium's sink notifications: tells when the incremental snapshot of a table completed."""
+
+    def __init__(self, stack: dict[str, str]) -> None:
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": stack["bootstrap.servers"],
+                "group.id": f"notifications-{uuid.uuid4().hex}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        self.consumer.subscribe([stack["notification_topic"]])
+        self.seen: list[dict[str, Any]] = []
+
+    def poll(self) -> None:
+        while (msg := self.consumer.poll(0.2)) is not None:
+            if msg.error() is None and msg.value():
+                self.seen.append(json.loads(msg.value()))
+
+    def completed(self, since_ms: int) -> bool:
+        """An incremental snapshot COMPLETED at or after ``since_ms`` (epoch milliseconds, this machine's clock)."""
+        self.poll()
+        return any(
+            n.get("aggregateType") == "Incremental Snapshot"
+            and n.get("type") == "COMPLETED"
+            and int(n.get("timestamp", 0)) >= since_ms
+            for n in self.seen
+        )
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def wait_until_mirror_equals_source(stack: dict[str, str], tmp: Path, connector: Connector) -> None:
+    """After the watermark, until the running connector published everything and ``verify`` finds no difference."""
+    wait_for_watermark(stack)
+    deadline = time.monotonic() + WAIT_S
+    reports: list[Any] = []
+    while time.monotonic() < deadline:
+        assert connector.process is not None and connector.process.poll() is None, connector.log()[-4000:]
+        reports = verify(stack["postgres"], str(tmp / "lz"))
+        if all(r.ok and r.source_rows == r.mirror_rows for r in reports):
+            return
+        time.sleep(3)
+    pytest.fail("mirror != source:\n" + "\n".join(r.line() + "\n" + "\n".join(r.examples) for r in reports if not r.ok))
+
+
+def snapshot_while_writing(
+    conn: psycopg.Connection[Any], notifications: Notifications, since_ms: int, table: str, other: str, seed: int
+) -> int:
+    """Keep writing to both tables until Debezium reports the incremental snapshot completed; the ops written."""
+    rng = random.Random(seed)
+    deadline = time.monotonic() + WAIT_S
+    ops = 0
+    while time.monotonic() < deadline:
+        write_some(conn, rng, table, other, 20)
+        ops += 20
+        if notifications.completed(since_ms):
+            return ops
+        time.sleep(0.05)
+    pytest.fail(f"Debezium's incremental snapshot of {table} did not complete within {WAIT_S}s: {notifications.seen}")
+
+
+def test_type_change_is_rebuilt_automatically_while_other_tables_stream(stack: dict[str, str], tmp_path: Path) -> None:
+    table, other = "rb_auto", "rb_auto_other"
+    notifications = Notifications(stack)
+    connector = Connector(stack, tmp_path, write_config(tmp_path, automatic=True, wait_s=3))
+    try:
+        with psycopg.connect(stack["postgres"], autocommit=True) as conn:
+            create_tables(conn, table, other)
+            connector.start()
+            connector.wait_for("initial rows", lambda t: t.rows_published >= ROWS, f"public.{table}")
+            before = now_ms()
+            change_type(conn, table)
+            rebuilt = connector.wait_for(
+                "snapshot request", lambda t: t.rebuild == "snapshot-requested", f"public.{table}"
+            )
+            assert "changed type" in (rebuilt.rebuild_reason or "") and rebuilt.automatic_rebuilds == 1
+            ops = snapshot_while_writing(conn, notifications, before, table, other, seed=7)
+        assert ops > 0
+        wait_until_mirror_equals_source(stack, tmp_path, connector)
+        assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
+    finally:
+        connector.kill_if_running()
+        notifications.close()
+    log = connector.log()
+    assert f"asked Debezium (dbserver1) for an incremental snapshot of public.{table}" in log
+    assert "Traceback" not in log
+    ledger = BatchLedger(LocalStorage(tmp_path / "cp")).state.tables
+    # The other table never stopped, and its files were numbered on without a restart.
+    assert ledger[f"public.{other}"].stopped is None and ledger[f"public.{other}"].rebuild is None
+    assert f"table public.{other} stopped" not in log
+    assert ledger[f"public.{table}"].arrow_schema().field("qty").type.bit_width == 64  # type: ignore[union-attr]
+    shown = run_connector("tables", "--checkpoint", str(tmp_path / "cp"))
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert f"public.{table}  state=running" in shown.stdout and "rebuilt" in shown.stdout
+
+
+def test_manual_rebuild_survives_kill_9_while_waiting_and_during_the_snapshot(
+    stack: dict[str, str], tmp_path: Path
+) -> None:
+    table, other = "rb_manual", "rb_manual_other"
+    table_id = f"public.{table}"
+    notifications = Notifications(stack)
+    connector = Connector(stack, tmp_path, write_config(tmp_path, automatic=False, wait_s=20))
+    rng = random.Random(11)
+    try:
+        with psycopg.connect(stack["postgres"], autocommit=True) as conn:
+            create_tables(conn, table, other)
+            connector.start()
+            connector.wait_for("initial rows", lambda t: t.rows_published >= ROWS, table_id)
+            change_type(conn, table)
+            connector.wait_for("stop", lambda t: t.stopped is not None, table_id)
+            assert connector.table(table_id).rebuild is None  # type: ignore[union-attr]  # stay: an operator decides
+
+            requested = run_connector("rebuild", table_id, "--checkpoint", str(tmp_path / "cp"))
+            assert requested.returncode == 0, requested.stdout + requested.stderr
+            connector.wait_for("folder deletion", lambda t: t.rebuild == "waiting-for-fabric", table_id)
+            assert not (tmp_path / "lz" / "public.schema" / table).exists()
+            assert connector.stop(signal.SIGKILL) == -signal.SIGKILL  # killed in the middle of the rebuild
+            write_some(conn, rng, table, other, 100)
+
+            before = now_ms()
+            connector.start()
+            connector.wait_for("snapshot request", lambda t: t.rebuild == "snapshot-requested", table_id)
+            write_some(conn, rng, table, other, 100)
+            time.sleep(rng.uniform(0.5, 2.0))
+            assert connector.stop(signal.SIGKILL) == -signal.SIGKILL  # killed again, during the snapshot
+            write_some(conn, rng, table, other, 100)
+            connector.start()
+            snapshot_while_writing(conn, notifications, before, table, other, seed=12)
+        wait_until_mirror_equals_source(stack, tmp_path, connector)
+        assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
+    finally:
+        connector.kill_if_running()
+        notifications.close()
+    ledger = BatchLedger(LocalStorage(tmp_path / "cp")).state.tables
+    assert ledger[f"public.{other}"].stopped is None
+    assert ledger[table_id].stopped is None and ledger[table_id].rebuild == "snapshot-requested"
