@@ -307,51 +307,6 @@ class FabricStatusSettings(_Frozen):
         return value.rstrip("/")
 
 
-class FabricStatusSettings(_Frozen):
-    """Where Fabric's own per-table mirroring status is read (``connector.fabric_status``).
-
-    It feeds the ``cdc_mirror_fabric_*`` metrics, the ``tables`` command and table rebuilds (which wait until
-    Fabric no longer lists a deleted table). The bearer token is a ``SecretStr`` and may be a ``${env:NAME}``
-    / ``${file:/path}`` reference, resolved at each request so a rotated token file is picked up.
-    """
-
-    kind: Literal["none", "rest", "monitoring"] = Field(
-        "none",
-        description="none; rest (Fabric REST API getTablesMirroringStatus); monitoring (the tables.json that "
-        "mirroring writes to the mirrored database's Files/Monitoring folder).",
-    )
-    workspace_id: str | None = Field(None, description="kind rest: the workspace id (GUID).")
-    mirrored_database_id: str | None = Field(None, description="kind rest: the mirrored database's item id (GUID).")
-    api_url: str = Field(
-        "https://api.fabric.microsoft.com",
-        description="kind rest: base URL of the Fabric REST API (https; plain http only on 127.0.0.1/localhost).",
-    )
-    monitoring_url: str | None = Field(
-        None,
-        description="kind monitoring: the Monitoring folder (local folder or OneLake URL); default: beside the "
-        "landing zone when landing_zone.url ends in /LandingZone (.../Files/Monitoring).",
-    )
-    credential: Literal["default", "workload_identity", "managed_identity", "client_secret", "client_certificate"] = (
-        Field("default", description="Azure identity for the REST API (or a OneLake monitoring_url).")
-    )
-    bearer_token: SecretStr | None = Field(
-        None, description="kind rest: static bearer token instead of the Azure identity; ${env:X}/${file:P}."
-    )
-    poll_s: float = Field(60.0, gt=0, description="How often the streaming job reads the status for its metrics.")
-    request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one status request.")
-
-    @field_validator("api_url")
-    @classmethod
-    def _check_api_url(cls, value: str) -> str:
-        # The request carries a bearer token: never in clear text beyond this machine.
-        if not re.match(r"https://[^/\s]+", value) and not re.match(
-            r"http://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(/|$)", value
-        ):
-            msg = f"fabric_status.api_url must be https:// (or http:// on 127.0.0.1/localhost), got {value!r}"
-            raise ValueError(msg)
-        return value.rstrip("/")
-
-
 class SparkSettings(_Frozen):
     """The Spark session."""
 
@@ -386,7 +341,6 @@ class ConnectorSettings(BaseSettings):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     mirror: MirrorSettings = Field(default_factory=MirrorSettings)
     dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)
-    fabric_status: FabricStatusSettings = Field(default_factory=FabricStatusSettings)
     fabric_status: FabricStatusSettings = Field(default_factory=FabricStatusSettings)
 
     @field_validator("trigger")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 
 from connector import __version__
 from connector.errors import ConfigError
+from connector.fabric_status import FabricTableStatus
 from connector.landing.sink import BatchResult
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -68,6 +69,26 @@ KAFKA_REACHABLE = Gauge(
     "cdc_mirror_kafka_reachable",
     "1 while the driver's periodic metadata request reaches a Kafka broker (metrics.broker_check_s).",
     registry=REGISTRY,
+)
+FABRIC_TABLE_STATE = Gauge(
+    "cdc_mirror_fabric_table_state",
+    "1 for the state Fabric's mirroring reports for the table (fabric_status); one series per table.",
+    ["table", "state"],
+    registry=REGISTRY,
+)
+FABRIC_TABLE_FAILED = Gauge(
+    "cdc_mirror_fabric_table_failed",
+    "1 while Fabric reports the table Failed (or Error).",
+    ["table"],
+    registry=REGISTRY,
+)
+FABRIC_PROCESSED_ROWS = Gauge(
+    "cdc_mirror_fabric_processed_rows", "Rows Fabric reports it has applied to the table.", ["table"], registry=REGISTRY
+)
+# Registered with the first read (record_fabric_status): without a Fabric status source there is no series,
+# rather than a 0 that would read as "unreadable".
+FABRIC_STATUS_READABLE = Gauge(
+    "cdc_mirror_fabric_status_readable", "1 when the last read of Fabric's status succeeded, else 0.", registry=None
 )
 BUILD_INFO = Gauge("cdc_mirror_build_info", "Connector version.", ["version"], registry=REGISTRY)
 BUILD_INFO.labels(__version__).set(1)
@@ -123,6 +144,43 @@ def record_offsets_behind(behind: Iterable[tuple[str, int, int]]) -> None:
     """Set offsets-behind per (topic, partition, offsets)."""
     for topic, partition, count in behind:
         OFFSETS_BEHIND.labels(topic, str(partition)).set(count)
+
+
+_fabric_lock = threading.Lock()
+_fabric_states: dict[str, str] = {}
+_fabric_registered = False
+
+
+def record_fabric_status(tables: Mapping[str, FabricTableStatus] | None) -> None:
+    """Publish one read of Fabric's status (``connector.fabric_status``); ``None`` when it was unreadable.
+
+    A table's old state series is removed when its state changes, and all its series when Fabric no longer
+    lists it. An unreadable status only sets ``cdc_mirror_fabric_status_readable`` to 0: the tables keep
+    their last known values, so a failed table stays visible (and alerting) while the API is down.
+    """
+    global _fabric_registered
+    with _fabric_lock:
+        if not _fabric_registered:
+            REGISTRY.register(FABRIC_STATUS_READABLE)
+            _fabric_registered = True
+        FABRIC_STATUS_READABLE.set(0 if tables is None else 1)
+        if tables is None:
+            return
+        for table in set(_fabric_states) - set(tables):
+            FABRIC_TABLE_STATE.remove(table, _fabric_states.pop(table))
+            FABRIC_TABLE_FAILED.remove(table)
+            FABRIC_PROCESSED_ROWS.remove(table)
+        for table, status in tables.items():
+            previous = _fabric_states.get(table)
+            if previous is not None and previous != status.state:
+                FABRIC_TABLE_STATE.remove(table, previous)
+            _fabric_states[table] = status.state
+            FABRIC_TABLE_STATE.labels(table, status.state).set(1)
+            FABRIC_TABLE_FAILED.labels(table).set(1 if status.failed else 0)
+            if status.processed_rows is None:
+                FABRIC_PROCESSED_ROWS.remove(table)
+            else:
+                FABRIC_PROCESSED_ROWS.labels(table).set(status.processed_rows)
 
 
 class HealthState:
