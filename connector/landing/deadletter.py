@@ -35,6 +35,7 @@ from connector.errors import ConfigError, ConnectorError, TransientError
 from connector.events import KafkaRecord
 from connector.kafka_client import client_security_options
 from connector.storage import Storage, is_remote, join, open_storage
+from connector.storage.errors import InvalidStorageURL
 
 _LOG = logging.getLogger(__name__)
 
@@ -157,7 +158,12 @@ def open_dead_letter_writer(settings: ConnectorSettings) -> DeadLetterWriter | N
         )
     url = config.url or str(Path(settings.checkpoint) / DEFAULT_FOLDER)
     check_outside_landing_zone(url, settings.landing_zone.url)
-    return FolderDeadLetterWriter(open_storage(url, config.credential))
+    try:
+        storage = open_storage(url, config.credential)
+    except InvalidStorageURL as exc:
+        msg = f"dead_letter.url is not a folder or storage URL: {exc}"
+        raise ConfigError(msg) from None
+    return FolderDeadLetterWriter(storage)
 
 
 # -- folder --------------------------------------------------------------------------------------------
@@ -253,7 +259,10 @@ def check_outside_landing_zone(url: str, landing_zone_url: str) -> None:
         target, root = Path(url).resolve(), Path(landing_zone_url).resolve()
         inside = target == root or root in target.parents
     else:
-        target_parts, root_parts = _remote_parts(url), _remote_parts(landing_zone_url)
+        target_parts, root_parts = (
+            _remote_parts(url, "dead_letter.url"),
+            _remote_parts(landing_zone_url, "landing_zone.url"),
+        )
         inside = target_parts[: len(root_parts)] == root_parts
     if inside:
         msg = (
@@ -263,14 +272,14 @@ def check_outside_landing_zone(url: str, landing_zone_url: str) -> None:
         raise ConfigError(msg)
 
 
-def _remote_parts(url: str) -> tuple[str, ...]:
+def _remote_parts(url: str, setting: str) -> tuple[str, ...]:
     """A OneLake / ADLS Gen2 URL as comparable parts: host (regions folded), filesystem, folders."""
     from connector.storage.onelake import parse_location
 
     try:
         location = parse_location(url)
     except ValueError as exc:
-        msg = f"invalid storage URL {url}: {exc}"
+        msg = f"{setting} is not a storage URL: {exc}"
         raise ConfigError(msg) from None
     host = location.account_url.split("://", 1)[-1].lower()
     host = re.sub(r"^[a-z0-9]+-onelake\.", "onelake.", host)

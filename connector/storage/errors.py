@@ -12,7 +12,7 @@ object, a request (which holds the bearer token) or a credential.
 
 from __future__ import annotations
 
-from connector.errors import ConnectorError
+from connector.errors import ConfigError, ConnectorError
 
 
 class StorageError(ConnectorError):
@@ -65,6 +65,14 @@ class StorageUnavailable(StorageError):
     """
 
     transient = True
+
+
+class InvalidStorageURL(ConfigError, ValueError):
+    """A storage URL has no form the backends accept: garbage, no host, no workspace or container, a SAS query.
+
+    A ``ConfigError`` (the command line prints it as one ``error:`` line and exits 2), and a ``ValueError``
+    for callers of ``parse_location`` that catch that. The message names the URL without its query.
+    """
 
 
 def _rebuild(cls: type[StorageError], message: str, path: str, operation: str) -> StorageError:

@@ -64,7 +64,13 @@ from azure.storage.filedatalake import (
 from connector.errors import WriterFenced
 from connector.storage.base import FileInfo, Storage, WriterIdentity, WriterLease
 from connector.storage.credentials import CredentialConfig, StorageIdentity, build_credential
-from connector.storage.errors import StorageAccessDenied, StorageError, StorageNotFound, StorageUnavailable
+from connector.storage.errors import (
+    InvalidStorageURL,
+    StorageAccessDenied,
+    StorageError,
+    StorageNotFound,
+    StorageUnavailable,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -153,38 +159,43 @@ def parse_location(url: str) -> OneLakeLocation:
         The parsed location.
 
     Raises:
-        ValueError: The URL has another form, carries a query (SAS tokens are not supported: use an
-            identity), or points at a OneLake item without its ``Files`` folder.
+        InvalidStorageURL: (a ``ValueError`` and a ``ConfigError``) The URL is not a URL, has another
+            form, carries a query (SAS tokens are not supported: use an identity), or points at a OneLake
+            item without its ``Files`` folder.
     """
     text = url.strip()
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError as exc:  # an unclosed IPv6 bracket, a port that is no number or out of range
+        msg = f"storage URL {_redact(text)} is malformed: {exc}"
+        raise InvalidStorageURL(msg) from None
     scheme = parts.scheme.lower()
     if parts.query or parts.fragment:
         msg = f"storage URL must not have a query or fragment (SAS tokens are not supported): {_redact(text)}"
-        raise ValueError(msg)
+        raise InvalidStorageURL(msg)
     host = (parts.hostname or "").lower()
-    port = f":{parts.port}" if parts.port else ""
     segments = [unquote(s) for s in parts.path.split("/") if s]
     if any(s in {".", ".."} for s in segments):
         msg = f"storage URL must not contain '.' or '..' segments: {text}"
-        raise ValueError(msg)
+        raise InvalidStorageURL(msg)
 
     kind: LocationKind
     if scheme in {"abfss", "abfs"}:
         if scheme == "abfs":
             msg = f"use abfss:// (TLS); abfs:// is not supported: {text}"
-            raise ValueError(msg)
+            raise InvalidStorageURL(msg)
         filesystem = unquote(parts.username or "")
         if not filesystem:
             msg = f"abfss URL needs <filesystem>@<host>: {text}"
-            raise ValueError(msg)
+            raise InvalidStorageURL(msg)
         kind = _remote_kind(host, text)
         account_url = f"https://{host}{port}"
     elif scheme in {"https", "http"}:
         if host in _LOOPBACK_HOSTS:
             if len(segments) < 2:
                 msg = f"loopback URL needs /<account>/<filesystem>[/<path>]: {text}"
-                raise ValueError(msg)
+                raise InvalidStorageURL(msg)
             kind = "loopback"
             account_url = f"{scheme}://{host}{port}/{quote(segments[0])}"
             segments = segments[1:]
@@ -192,15 +203,15 @@ def parse_location(url: str) -> OneLakeLocation:
             kind = _remote_kind(host, text)
             if scheme != "https":
                 msg = f"OneLake and ADLS Gen2 need https: {text}"
-                raise ValueError(msg)
+                raise InvalidStorageURL(msg)
             account_url = f"https://{host}{port}"
         if not segments:
             msg = f"storage URL needs a filesystem (workspace or container) after the host: {text}"
-            raise ValueError(msg)
+            raise InvalidStorageURL(msg)
         filesystem, segments = segments[0], segments[1:]
     else:
         msg = f"unsupported storage URL {text!r}; expected one of: {_URL_FORMS}"
-        raise ValueError(msg)
+        raise InvalidStorageURL(msg)
 
     if kind == "onelake" and (len(segments) < 2 or segments[1] != "Files"):
         msg = (
@@ -208,7 +219,7 @@ def parse_location(url: str) -> OneLakeLocation:
             f"https://onelake.dfs.fabric.microsoft.com/<workspace>/<item>/Files/LandingZone "
             f"(copy it from the mirrored database's Home page): {text}"
         )
-        raise ValueError(msg)
+        raise InvalidStorageURL(msg)
     return OneLakeLocation(account_url=account_url, filesystem=filesystem, root="/".join(segments), kind=kind)
 
 
@@ -219,14 +230,14 @@ def _remote_kind(host: str, text: str) -> LocationKind:
         return "adls"
     if _BLOB_HOST.search(host):
         msg = f"use the DFS endpoint (.dfs. instead of .blob.) for {text}"
-        raise ValueError(msg)
-    msg = f"unsupported storage host {host!r}; expected one of: {_URL_FORMS}"
-    raise ValueError(msg)
+        raise InvalidStorageURL(msg)
+    msg = f"unsupported storage host {host!r} in {text}; expected one of: {_URL_FORMS}"
+    raise InvalidStorageURL(msg)
 
 
 def _redact(url: str) -> str:
-    """Drop the query of a URL before it goes into an error message (it may hold a SAS signature)."""
-    return url.split("?", 1)[0]
+    """Drop the query and fragment of a URL before it goes into an error message (a SAS signature)."""
+    return url.split("?", 1)[0].split("#", 1)[0]
 
 
 @dataclass(frozen=True)

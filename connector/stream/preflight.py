@@ -83,8 +83,11 @@ def check_landing_zone_url(url: str) -> None:
         raise ConfigError(msg)
     if not is_remote(url):
         return
-    parts = urlsplit(url.strip())
-    if parts.query or parts.fragment:
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:  # not even a URL: parse_location says why, without the query
+        parts = None
+    if parts is not None and (parts.query or parts.fragment):
         shown = f"{parts.scheme}://{parts.netloc}{parts.path}"
         msg = (
             f"landing_zone.url {shown} carries a query string (a SAS token?), which is not accepted: it would "
@@ -97,7 +100,8 @@ def check_landing_zone_url(url: str) -> None:
     try:
         parse_location(url)
     except ValueError as exc:
-        msg = f"landing_zone.url {url.strip()} is not a landing-zone URL: {exc}"
+        shown = url.strip().split("?", 1)[0].split("#", 1)[0]
+        msg = f"landing_zone.url {shown} is not a landing-zone URL: {exc}"
         raise ConfigError(msg) from None
 
 

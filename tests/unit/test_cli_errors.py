@@ -166,6 +166,58 @@ def test_validate_of_a_malformed_url_is_one_line(tmp_path: Path) -> None:
     assert_one_error(connector("validate", url), url)
 
 
+MALFORMED_URLS = [
+    "abfss://",  # no filesystem, no host
+    "abfss://ws@",  # no host
+    "https://onelake.dfs.fabric.microsoft.com",  # no workspace
+    "https://[::1",  # not a URL at all: urlsplit itself refuses it
+    "abfss://ws@[onelake/item/Files",
+    "https://onelake.dfs.fabric.microsoft.com:99999/ws/item/Files",
+]
+
+
+def command_args(command: str, url: str, tmp_path: Path) -> list[str]:
+    """``command`` with ``url`` as its landing zone."""
+    if command == "run":
+        return run_args(tmp_path, "--landing-zone", url)
+    if command == "convert":
+        return ["convert", "--input", str(SAMPLE), "--landing-zone", url, "--checkpoint", str(tmp_path / "ckpt")]
+    if command == "replay":
+        return ["replay", "--output", str(tmp_path / "out"), url]
+    if command == "verify":
+        return ["verify", "--source", "postgresql://user@127.0.0.1:1/db", "--landing-zone", url]
+    return [command, url]
+
+
+@pytest.mark.parametrize("url", MALFORMED_URLS)
+@pytest.mark.parametrize("command", ["validate", "replay", "verify", "convert", "run"])
+def test_a_malformed_landing_zone_url_is_one_line_in_every_command(tmp_path: Path, command: str, url: str) -> None:
+    assert_one_error(connector(*command_args(command, url, tmp_path)), url.strip())
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_malformed_url_with_a_query_is_refused_without_showing_the_query(tmp_path: Path, command: str) -> None:
+    url = "https://[onelake.dfs.fabric.microsoft.com/ws/item/Files"
+    line = assert_one_error(connector(*command_args(command, url + "?sig=PLANTEDsignature", tmp_path)), url)
+    assert "PLANTED" not in line and "sig=" not in line
+
+
+@pytest.mark.parametrize("url", ["abfss://", "https://onelake.dfs.fabric.microsoft.com", "https://[::1"])
+def test_a_malformed_dead_letter_url_is_one_line(tmp_path: Path, url: str) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f'mirror:\n  poison_policy: dead-letter\ndead_letter:\n  url: "{url}"\n')
+    outcome = connector(
+        "convert", "--config", str(config), "--input", str(SAMPLE), "--landing-zone", str(tmp_path / "lz")
+    )
+    assert_one_error(outcome, "dead_letter.url", url)
+
+
+@pytest.mark.parametrize("url", ["abfss://", "https://[::1"])
+def test_a_malformed_convert_checkpoint_url_is_one_line(tmp_path: Path, url: str) -> None:
+    outcome = connector("convert", "--input", str(SAMPLE), "--landing-zone", str(tmp_path / "lz"), "--checkpoint", url)
+    assert_one_error(outcome, url)
+
+
 def test_empty_landing_zone_is_refused_and_nothing_is_written_to_the_current_directory(tmp_path: Path) -> None:
     cwd = tmp_path / "cwd"
     cwd.mkdir()
