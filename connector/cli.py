@@ -285,7 +285,10 @@ def _tables(args: argparse.Namespace) -> int:
     checkpoint = open_storage(settings.checkpoint)
     if args.command == "rebuild":
         return rebuild_command(checkpoint, args.table, wait_s=args.wait)
-    return tables_command(checkpoint, as_json=args.json)
+    from connector.fabric_status import open_fabric_status
+
+    reader = open_fabric_status(settings)
+    return tables_command(checkpoint, as_json=args.json, fabric=reader.tables() if reader is not None else None)
 
 
 def _validate(args: argparse.Namespace) -> int:

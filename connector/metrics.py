@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 from connector import __version__
 from connector.errors import ConfigError
 from connector.fabric_status import FabricTableStatus
-from connector.landing.sink import BatchResult
+from connector.landing.sink import BatchResult, MirrorSink
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -52,6 +52,12 @@ SKIPPED = Counter(
 )
 TABLE_STOPPED = Gauge("cdc_mirror_table_stopped", "1 when a table is stopped.", ["table"], registry=REGISTRY)
 TABLES_STOPPED = Gauge("cdc_mirror_tables_stopped", "Number of stopped tables.", registry=REGISTRY)
+TABLE_REBUILDING = Gauge(
+    "cdc_mirror_table_rebuilding",
+    "1 while a table's rebuild waits (folder deleted, Fabric not done with it yet), else 0.",
+    ["table"],
+    registry=REGISTRY,
+)
 PUBLISH_ERRORS = Counter(
     "cdc_mirror_publish_errors",
     "Failed publish attempts (batches that raised), by table when known.",
@@ -138,6 +144,15 @@ def set_stopped(stopped_tables: dict[str, str]) -> None:
     for table in stopped_tables:
         TABLE_STOPPED.labels(table).set(1)
     TABLES_STOPPED.set(len(stopped_tables))
+
+
+def set_table_states(sink: MirrorSink) -> None:
+    """Publish every table's stopped and rebuilding flags (a rebuilt table goes back to 0 on both)."""
+    stopped, rebuilding = sink.stopped_tables, sink.rebuilding_tables
+    for table in sink.ledger.state.tables:
+        TABLE_STOPPED.labels(table).set(1 if table in stopped else 0)
+        TABLE_REBUILDING.labels(table).set(1 if table in rebuilding else 0)
+    TABLES_STOPPED.set(len(stopped))
 
 
 def record_offsets_behind(behind: Iterable[tuple[str, int, int]]) -> None:

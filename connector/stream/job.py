@@ -111,6 +111,7 @@ class BatchWriter:
         # Arrow's allocator keeps freed pages for reuse; a batch's worth (hundreds of MB) goes back now.
         pa.default_memory_pool().release_unused()
         metrics.record_batch(result, self.sink.stopped_tables)
+        metrics.set_table_states(self.sink)
         self.health.set(True, "running")
         for table, reason in result.stopped.items():
             log.error("table stopped table=%s reason=%s", table, reason)
@@ -238,6 +239,8 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
         snapshot_signal=KafkaSnapshotSignal(settings.source, settings.mirror.rebuild)
         if settings.source.kind == "kafka"
         else None,
+        # A rebuild waits until Fabric no longer lists the table: read fresh when it asks.
+        fabric_tables=fabric_status.poll_once if fabric_status is not None else None,
     )
     completed = sink.recover()
     # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
@@ -253,7 +256,7 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
         settings = settings.model_copy(
             update={"source": settings.source.model_copy(update={"starting_offsets": start})}
         )
-    metrics.set_stopped(sink.stopped_tables)
+    metrics.set_table_states(sink)
     log.info(
         "starting source=%s topics=%s landing_zone=%s checkpoint=%s trigger=%s kafka_options=%s recovered_batches=%d",
         settings.source.kind,
