@@ -46,6 +46,10 @@ KNOWN_METRICS = frozenset(
         "cdc_mirror_dead_letters_total",
         "cdc_mirror_ready",
         "cdc_mirror_kafka_reachable",
+        "cdc_mirror_fabric_table_state",
+        "cdc_mirror_fabric_table_failed",
+        "cdc_mirror_fabric_processed_rows",
+        "cdc_mirror_fabric_status_readable",
     }
 )
 HISTOGRAMS = frozenset({"cdc_mirror_batch_duration_seconds"})

@@ -22,6 +22,7 @@ REQUIRED_CI_FILES = {
     "sasl-kafka-values.yaml",
     "k8s-spark-values.yaml",
     "service-principal-secret-values.yaml",
+    "fabric-status-values.yaml",
 }
 SENSITIVE_ENV = re.compile(r"PASSWORD|SECRET|TOKEN|JAAS|CREDENTIAL|PRIVATE", re.IGNORECASE)
 CONFIG_PATH = "/etc/connector/config/config.yaml"
@@ -146,7 +147,15 @@ def test_probes_on_the_metrics_port(render: Render, values: Path) -> None:
 def test_config_follows_the_connector_contract(render: Render, values: Path) -> None:
     objects = render(values)
     config = connector_config(objects)
-    assert set(config) == {"source", "landing_zone", "checkpoint", "trigger", "metrics", "spark", "mirror"}
+    assert set(config) - {"fabric_status"} == {
+        "source",
+        "landing_zone",
+        "checkpoint",
+        "trigger",
+        "metrics",
+        "spark",
+        "mirror",
+    }
     assert set(config["source"]) == {
         "kind",
         "bootstrap_servers",
@@ -345,6 +354,30 @@ def test_k8s_spark_mode(render: Render) -> None:
     assert jaas["valueFrom"]["secretKeyRef"] == {"name": "bigdb-kafka-jaas", "key": "sasl.jaas.config"}
 
 
+def test_fabric_status_wiring(render: Render) -> None:
+    assert "fabric_status" not in connector_config(render(ci_file("minimal-values.yaml")))
+    objects = render(ci_file("fabric-status-values.yaml"))
+    fabric = connector_config(objects)["fabric_status"]
+    assert fabric == {
+        "kind": "rest",
+        "workspace_id": "8f3c2a51-0b7e-4f55-9d2a-1c8e6f0b9a01",
+        "mirrored_database_id": "4d1e7b62-93a0-4c5e-8f21-7a9b0c3d2e14",
+        "api_url": "https://api.fabric.microsoft.com",
+        "credential": "default",
+        "bearer_token": "${env:FABRIC_STATUS_BEARER_TOKEN}",
+        "poll_s": 30,
+    }
+    container = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    token = next(e for e in container["env"] if e["name"] == "FABRIC_STATUS_BEARER_TOKEN")
+    assert token["valueFrom"]["secretKeyRef"] == {"name": "fabric-status-token", "key": "token"}
+    monitoring = connector_config(
+        render(
+            ci_file("minimal-values.yaml"), set_values=("fabricStatus.kind=monitoring", "fabricStatus.pollSeconds=120")
+        )
+    )["fabric_status"]
+    assert monitoring == {"kind": "monitoring", "credential": "default", "poll_s": 120}
+
+
 def test_kafka_mutual_tls_files_are_mounted(render: Render) -> None:
     objects = render(ci_file("service-principal-secret-values.yaml"))
     options = connector_config(objects)["source"]["kafka_options"]
@@ -400,6 +433,8 @@ BAD_VALUES = {
     "plain secret in extraEnv": (["extraEnv[0].name=DB_PASSWORD", "extraEnv[0].value=hunter2"], "extraEnv"),
     "plain jaas in kafka options": (["kafka.options.sasl\\.jaas\\.config=x"], "sasl.jaas.config"),
     "typo in a key": (["kafka.bootstrapServer=kafka:9092"], "bootstrapServer"),
+    "fabric rest without ids": (["fabricStatus.kind=rest"], "workspaceId"),
+    "fabric api over plain http": (["fabricStatus.apiUrl=http://fabric.example.com"], "apiUrl"),
 }
 
 

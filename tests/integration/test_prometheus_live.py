@@ -4,6 +4,7 @@ and so does every metric the alert rules use."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -12,13 +13,14 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.deploy.promql_catalog import METRIC_RE, alert_expressions, dashboard_expressions, grafana_substitute
+from tests.support.fabric_api_double import MIRRORED_DATABASE_ID, TOKEN, WORKSPACE_ID, FabricApiDouble
 from tests.support.kafka import REPO_ROOT, produce
 from tests.support.model import Workload
 
@@ -41,8 +43,17 @@ def query(prometheus: str, expr: str) -> list[Any]:
     return result if isinstance(result, list) else [result]
 
 
+@pytest.fixture
+def fabric_api() -> Iterator[FabricApiDouble]:
+    """Fabric's status API as the connector's fabric_status source (a local test double: Fabric cannot run here)."""
+    with FabricApiDouble(page_size=1) as double:  # one table per page: the connector follows continuationToken
+        double.set_table("public", "customers", processed_rows=480, processed_bytes=52_000)
+        double.set_table("sales", "orders", "Failed", processed_rows=12, error=("SchemaChange", "type changed"))
+        yield double
+
+
 def test_prometheus_scrapes_connector_and_every_query_has_data(
-    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+    kafka_bootstrap: str, make_topic: Callable[..., str], fabric_api: FabricApiDouble, tmp_path: Path
 ) -> None:
     binary = shutil.which("prometheus")
     assert binary, "prometheus not installed: run deploy/local/setup-tests.sh"
@@ -54,7 +65,17 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
     # does cdc_mirror_dead_letters_total{table} exist, so the dead-letter panel and alert get data.
     produce(kafka_bootstrap, [workload.customers.raw(b'{"op":"c","after":')])
     connector_config = tmp_path / "connector.yaml"
-    connector_config.write_text("mirror:\n  poison_policy: dead-letter\ndead_letter:\n  kind: folder\n")
+    connector_config.write_text(
+        "mirror:\n  poison_policy: dead-letter\ndead_letter:\n  kind: folder\n"
+        # Fabric's table status from the test double, so the Fabric panels and alerts have data.
+        "fabric_status:\n"
+        "  kind: rest\n"
+        f"  api_url: {fabric_api.api_url}\n"
+        f"  workspace_id: {WORKSPACE_ID}\n"
+        f"  mirrored_database_id: {MIRRORED_DATABASE_ID}\n"
+        "  bearer_token: ${env:FABRIC_STATUS_TOKEN}\n"
+        "  poll_s: 1\n"
+    )
     metrics_port, prometheus_port = free_port(), free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
@@ -87,6 +108,7 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
             str(metrics_port),
         ],
         cwd=REPO_ROOT,
+        env={**os.environ, "FABRIC_STATUS_TOKEN": TOKEN},
         stdout=subprocess.DEVNULL,
         stderr=(tmp_path / "connector.log").open("w"),
     )
@@ -127,6 +149,19 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
         assert query(prometheus, 'up{job="debezium-fabric-mirror"} == 1')
         assert query(prometheus, 'cdc_mirror_dead_letters_total{table="public.customers"} == 1')
         assert query(prometheus, "cdc_mirror_ready == 1") and query(prometheus, "cdc_mirror_kafka_reachable == 1")
+        # Fabric's view, read through every page of the double with the token from ${env:...}.
+        assert query(prometheus, "cdc_mirror_fabric_status_readable == 1")
+        assert query(prometheus, 'cdc_mirror_fabric_table_failed{table="sales.orders"} == 1')
+        assert query(prometheus, 'cdc_mirror_fabric_table_state{table="public.customers", state="Replicating"} == 1')
+        assert query(prometheus, 'cdc_mirror_fabric_processed_rows{table="public.customers"} == 480')
+        assert {c.continuation_token for c in fabric_api.table_calls()} == {None, "page-1"}
+        assert {c.authorization for c in fabric_api.table_calls()} == {f"Bearer {TOKEN}"}
+        # A table Fabric no longer lists loses its series; a table it reports again comes back.
+        fabric_api.remove_table("sales", "orders")
+        deadline = time.monotonic() + 30
+        while query(prometheus, 'cdc_mirror_fabric_table_failed{table="sales.orders"}'):
+            assert time.monotonic() < deadline, "sales.orders kept its Fabric series after Fabric dropped it"
+            time.sleep(1)
     finally:
         connector.terminate()
         server.terminate()

@@ -281,5 +281,20 @@ reference that the kubelet expands, never the password itself.
   "spark" (dict "master" $master "conf" $conf)
   "mirror" (dict "partner_name" $m.partnerName "replay_safe_inserts" $m.replaySafeInserts "truncate_policy" $m.truncatePolicy "toast_policy" $m.toastPolicy "file_format" $m.fileFormat)
 -}}
+{{- $fs := .Values.fabricStatus -}}
+{{- if ne $fs.kind "none" }}
+{{- $fabric := dict "kind" $fs.kind "credential" (include "dfm.credential" .) "poll_s" $fs.pollSeconds -}}
+{{- if eq $fs.kind "rest" }}
+{{- $_ := set $fabric "workspace_id" $fs.workspaceId -}}
+{{- $_ := set $fabric "mirrored_database_id" $fs.mirroredDatabaseId -}}
+{{- $_ := set $fabric "api_url" $fs.apiUrl -}}
+{{- if $fs.bearerTokenSecret.name }}
+{{- $_ := set $fabric "bearer_token" "${env:FABRIC_STATUS_BEARER_TOKEN}" -}}
+{{- end }}
+{{- else if $fs.monitoringUrl }}
+{{- $_ := set $fabric "monitoring_url" $fs.monitoringUrl -}}
+{{- end }}
+{{- $_ := set $config "fabric_status" $fabric -}}
+{{- end }}
 {{- toYaml $config -}}
 {{- end -}}
