@@ -43,6 +43,9 @@ class CollectContext:
     established: dict[str, pa.Schema] = field(default_factory=dict)
     key_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
     stopped: frozenset[str] = frozenset()
+    # Tables being re-read by an incremental snapshot: its reads may follow a streamed change of the same row,
+    # so creates and reads are upserts there whatever replay_safe_inserts says.
+    upsert_tables: frozenset[str] = frozenset()
     defer_keep_last: bool = False
 
 
@@ -322,7 +325,7 @@ class SliceCollector:
         return RowMarkerMapper(
             tid,
             key_columns,
-            replay_safe_inserts=self.mirror.replay_safe_inserts,
+            replay_safe_inserts=self.mirror.replay_safe_inserts or tid in self.context.upsert_tables,
             toast_policy=policy,
             placeholder=self.mirror.unavailable_value_placeholder,
             toastable_columns=toastable,

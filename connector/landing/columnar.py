@@ -114,7 +114,7 @@ class ColumnarLane:
         self.mirror = context.mirror
         self._decoder = EnvelopeDecoder(type_policy(self.mirror))
         self._placeholders = pa.array(placeholder_values(self.mirror.unavailable_value_placeholder), pa.string())
-        self._insert = RowMarker.UPSERT if self.mirror.replay_safe_inserts else RowMarker.INSERT
+        self._replay_safe = self.mirror.replay_safe_inserts
 
     def collect(self, table: pa.Table) -> LaneResult:
         """Collect the topics of ``table`` (Kafka records as Arrow columns) that the lane can take.
@@ -183,7 +183,8 @@ class ColumnarLane:
             inferred = _read_json(lines, _envelope(pa.struct([])))
             row_columns = _inferred_columns(inferred, payloads[0].as_py(), first)
         parsed = self._parse(lines, row_columns)
-        markers, rows = self._mark(parsed, row_columns, key_columns)
+        insert = RowMarker.UPSERT if self._replay_safe or ref.id in self.context.upsert_tables else RowMarker.INSERT
+        markers, rows = self._mark(parsed, row_columns, key_columns, insert)
         if inferring:
             row_columns = _used_columns(row_columns, rows)
         arrow = self._table(ref, rows, markers, row_columns, columns, key_columns)
@@ -297,7 +298,11 @@ class ColumnarLane:
         return False
 
     def _mark(
-        self, parsed: pa.Table, row_columns: Mapping[str, ColumnType], key_columns: tuple[str, ...]
+        self,
+        parsed: pa.Table,
+        row_columns: Mapping[str, ColumnType],
+        key_columns: tuple[str, ...],
+        insert: RowMarker,
     ) -> tuple[np.ndarray, dict[str, pa.Array]]:
         """Row markers and row columns, as ``RowMarkerMapper`` makes them record by record."""
         ops = parsed.column("op").combine_chunks()
@@ -323,9 +328,9 @@ class ColumnarLane:
                 _leave("a delete row lacks a key column in 'before'")
         split = pc.and_(pc.and_(pc.equal(ops, "u"), has_before), key_changed).to_numpy(zero_copy_only=False)
         op_codes = ops.to_numpy(zero_copy_only=False)
-        markers = np.full(len(op_codes), int(self._insert), dtype=np.int32)
+        markers = np.full(len(op_codes), int(insert), dtype=np.int32)
         markers[op_codes == "u"] = int(RowMarker.UPDATE)
-        markers[split] = int(self._insert)
+        markers[split] = int(insert)
         deletes = is_delete.to_numpy(zero_copy_only=False)
         markers[deletes] = int(RowMarker.DELETE)
         rows: dict[str, pa.Array] = {}

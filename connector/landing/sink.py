@@ -27,7 +27,14 @@ from connector.landing.layout import TableRef, data_file_name, staged_file_name
 from connector.landing.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
 from connector.landing.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
 from connector.landing.publisher import digest, highest_number, publish_file, remove_orphans
-from connector.landing.rebuild import FabricTables, SnapshotSignal, TableRebuilder, is_rebuilding, stop_or_rebuild
+from connector.landing.rebuild import (
+    SNAPSHOT_REQUESTED,
+    FabricTables,
+    SnapshotSignal,
+    TableRebuilder,
+    is_rebuilding,
+    stop_or_rebuild,
+)
 from connector.landing.rowmarker import ToastStore, ToastStores
 from connector.landing.source_offsets import check_batch
 from connector.storage.base import Storage, join
@@ -224,6 +231,7 @@ class MirrorSink:
             established=established,
             key_columns={tid: t.key_columns for tid, t in state.tables.items() if t.key_columns},
             stopped=frozenset(tid for tid, t in state.tables.items() if t.stopped),
+            upsert_tables=frozenset(tid for tid, t in state.tables.items() if t.rebuild == SNAPSHOT_REQUESTED),
             defer_keep_last=defer_keep_last,
         )
 
