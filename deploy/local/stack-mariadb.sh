@@ -13,6 +13,12 @@
 #         connect=http://127.0.0.1:PORT
 #         connector=NAME
 #         converter=json                    (Kafka's JsonConverter with schemas.enable=true, on the worker)
+#         topic_prefix=PREFIX               (Debezium's topic.prefix: the key of every signal message)
+#         signal_topic=PREFIX-signal        (Kafka signal channel: produce key PREFIX, value e.g.
+#                                            {"type":"execute-snapshot","data":{"data-collections":
+#                                            ["mirror.t"],"type":"incremental"}} for an incremental snapshot)
+#         notification_topic=PREFIX-notifications  (Debezium's sink notifications: incremental snapshot
+#                                            STARTED / IN_PROGRESS / TABLE_SCAN_COMPLETED / COMPLETED)
 #   stack-mariadb.sh down               stop what this state dir started (Connect, Kafka, MariaDB), by pid
 #   stack-mariadb.sh status             one line per component; exit 0 when all run, 1 otherwise
 #   stack-mariadb.sh restart-debezium   kill -9 the Connect worker and start it again with the same config
@@ -27,13 +33,19 @@
 # UTC ISO string), skipped.operations=none (Debezium's default `t` drops TRUNCATE, leaving stale rows in the
 # mirror), tombstones.on.delete=true, the schema history topic on the stack's broker.
 #
+# Signals: the source and kafka signal channels. Incremental snapshots write their watermarks to the
+# signalling table debezium.debezium_signal (database debezium, outside database.include.list, so no mirrored
+# table; Debezium captures it anyway and publishes the watermark rows to PREFIX.debezium.debezium_signal,
+# which the topics regex does not match). incremental.snapshot.chunk.size is INCREMENTAL_SNAPSHOT_CHUNK_SIZE
+# (default 100, kept in stack.env) so tests can interleave writes with a multi-chunk snapshot.
+#
 # Everything except the `up` lines goes to stderr. State (data, configs, logs, pid files) lives under
 # $STATE_DIR (default <repo>/.state-mariadb): mariadb/, kafka/, connect/, stack.env.
 #
 # Environment (defaults): STATE_DIR (<repo>/.state-mariadb), JARS_DIR (<repo>/.cache/jars), MARIADB_USER
 # (mirror), MARIADB_DB (mirror), MARIADB_PORT / CONNECT_PORT (free ones, kept across restarts),
 # MARIADB_OS_USER (mysql; the account MariaDB runs as when this script runs as root), TOPIC_PREFIX
-# (mariadb1), CONNECTOR_NAME (mirror-source-mariadb), CONNECT_HEAP (768m), CONNECT_OFFSET_FLUSH_MS (10000),
+# (mariadb1), CONNECTOR_NAME (mirror-source-mariadb), INCREMENTAL_SNAPSHOT_CHUNK_SIZE (100), CONNECT_HEAP (768m), CONNECT_OFFSET_FLUSH_MS (10000),
 # STACK_TIMEOUT (300 seconds per wait), JAVA (java), PYTHON (python3).
 #
 # Pinned versions: Kafka 4.3.1 + Debezium MariaDB connector 3.5.0.Final (the newest Maven Central serves;
@@ -60,6 +72,9 @@ CONNECT_OFFSET_FLUSH_MS=${CONNECT_OFFSET_FLUSH_MS:-10000}
 JAR_SET=connect-debezium-mariadb
 # Debezium joins the binlog as a replica: its server id must differ from the server's (1).
 DEBEZIUM_SERVER_ID=5401
+# The signalling table, in a database of its own (not in database.include.list).
+SIGNAL_DB=debezium
+SIGNAL_TABLE=$SIGNAL_DB.debezium_signal
 
 ENV_FILE=$STATE_DIR/stack.env
 DB_DIR=$STATE_DIR/mariadb
@@ -441,7 +456,29 @@ topics_regex() {
   echo "${prefix}\\.${DB_NAME}\\..*"
 }
 
+signal_topic() { echo "$TOPIC_PREFIX-signal"; }
+notification_topic() { echo "$TOPIC_PREFIX-notifications"; }
+
+# Create the signalling table (Debezium's layout: id, type, data) unless it exists.
+ensure_signal_table() {
+  db_sql <<EOF || die "creating the signalling table $SIGNAL_TABLE failed"
+CREATE DATABASE IF NOT EXISTS \`$SIGNAL_DB\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE TABLE IF NOT EXISTS $SIGNAL_TABLE (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048) NULL);
+EOF
+}
+
+# incremental.snapshot.chunk.size: INCREMENTAL_SNAPSHOT_CHUNK_SIZE, else the one kept in stack.env, else 100.
+chunk_size() {
+  local size=${INCREMENTAL_SNAPSHOT_CHUNK_SIZE:-$(env_get CHUNK_SIZE)}
+  size=${size:-100}
+  [[ $size =~ ^[1-9][0-9]*$ ]] || die "INCREMENTAL_SNAPSHOT_CHUNK_SIZE is a positive integer, got '$size'"
+  env_set CHUNK_SIZE "$size"
+  echo "$size"
+}
+
 write_connector_json() {
+  local chunk
+  chunk=$(chunk_size)
   "$PYTHON" - "$CONNECTOR_JSON" <<EOF
 import json, sys
 config = {
@@ -467,6 +504,18 @@ config = {
     "heartbeat.interval.ms": "10000",
     "topic.creation.default.replication.factor": "1",
     "topic.creation.default.partitions": "1",
+    # Signals (ad hoc incremental snapshots): the Kafka channel takes them, the source channel's table
+    # holds the snapshot windows' watermarks. A 1 s poll (not 100 ms every 5 s) lets the signal consumer
+    # join its group within seconds of the connector's start.
+    "signal.enabled.channels": "source,kafka",
+    "signal.data.collection": "$SIGNAL_TABLE",
+    "signal.kafka.topic": "$(signal_topic)",
+    "signal.kafka.bootstrap.servers": "$BOOTSTRAP",
+    "signal.kafka.groupId": "$(signal_topic)",
+    "signal.kafka.poll.timeout.ms": "1000",
+    "incremental.snapshot.chunk.size": "$chunk",
+    "notification.enabled.channels": "sink",
+    "notification.sink.topic.name": "$(notification_topic)",
 }
 with open(sys.argv[1], "w") as fh:
     json.dump(config, fh, indent=2)
@@ -544,6 +593,9 @@ print_env() {
   echo "connect=$(connect_url)"
   echo "connector=$CONNECTOR_NAME"
   echo "converter=json"
+  echo "topic_prefix=$TOPIC_PREFIX"
+  echo "signal_topic=$(signal_topic)"
+  echo "notification_topic=$(notification_topic)"
 }
 
 # ---------------------------------------------------------------------------------------- commands
@@ -575,6 +627,7 @@ cmd_up() {
   fi
   kafka_start
   connect_start
+  ensure_signal_table
   write_connector_json
   register_connector
   wait_streaming

@@ -12,6 +12,12 @@
 #         connect=http://127.0.0.1:PORT
 #         connector=NAME
 #         converter=json|avro               (the connector's key and value converter)
+#         topic_prefix=PREFIX               (Debezium's topic.prefix: the key of every signal message)
+#         signal_topic=PREFIX-signal        (Kafka signal channel: produce key PREFIX, value e.g.
+#                                            {"type":"execute-snapshot","data":{"data-collections":
+#                                            ["public.t"],"type":"incremental"}} for an incremental snapshot)
+#         notification_topic=PREFIX-notifications  (Debezium's sink notifications: incremental snapshot
+#                                            STARTED / IN_PROGRESS / TABLE_SCAN_COMPLETED / COMPLETED)
 #       and with the Avro converter also:
 #         registry.url=http://127.0.0.1:PORT                         (Apicurio Registry)
 #         schema.registry.url=http://127.0.0.1:PORT/apis/ccompat/v7  (Confluent API: SchemaRegistryClient)
@@ -26,7 +32,8 @@
 #       register one more Debezium connector on the running stack (same database and schemas, its own
 #       replication slot, publication and topic prefix PREFIX), e.g. an Avro twin of a JSON connector
 #       for comparing both encodings of the same changes; wait until it streams, then print
-#       connector=NAME, topics=REGEX, converter=... (and the registry lines for avro)
+#       connector=NAME, topics=REGEX, converter=..., topic_prefix=, signal_topic=, notification_topic=
+#       (and the registry lines for avro)
 #   stack.sh down               stop what this state dir started (Connect, Kafka, Postgres, the registry
 #                               if this stack started it), by pid
 #   stack.sh status             one line per component; exit 0 when all run, 1 otherwise
@@ -34,13 +41,20 @@
 #                               and offsets: Debezium re-sends from its last committed offset
 #   stack.sh env                print the `up` lines of a running stack again
 #
+# Signals: every connector has the source and kafka signal channels. Incremental snapshots write their
+# watermarks to a signalling table in schema debezium (never in --schemas, so no mirrored table:
+# debezium.debezium_signal for the main connector, debezium.signal_<name> for each register-connector one).
+# Debezium captures that table anyway and publishes the watermark rows (ids <uuid>-open / <uuid>-close) to
+# PREFIX.debezium.<table>, which the topics regex does not match. incremental.snapshot.chunk.size
+# is INCREMENTAL_SNAPSHOT_CHUNK_SIZE (default 100, kept in stack.env) so tests can interleave writes.
+#
 # Everything except those lines goes to stderr. State (data, configs, logs, pid files) lives under
 # $STATE_DIR (default <repo>/.state): postgres/, kafka/, connect/, registry/, stack.env.
 #
 # Environment (defaults): STATE_DIR (<repo>/.state), JARS_DIR (<repo>/.cache/jars), PG_USER (mirror),
 # PG_DB (mirror), PG_PORT / CONNECT_PORT (free ones, kept across restarts), PG_OS_USER (postgres; the
 # account Postgres runs as when this script runs as root), TOPIC_PREFIX (dbserver1), CONNECTOR_NAME
-# (mirror-source), CONNECT_HEAP (768m), CONNECT_OFFSET_FLUSH_MS (10000: how often Connect commits
+# (mirror-source), INCREMENTAL_SNAPSHOT_CHUNK_SIZE (100), CONNECT_HEAP (768m), CONNECT_OFFSET_FLUSH_MS (10000: how often Connect commits
 # source offsets; a restart re-sends what came after the last commit), STACK_TIMEOUT (300 seconds per
 # wait), JAVA (java), PYTHON (python3),
 # CONVERTER (json; `up`'s converter when no flag is given; avro = --avro), REGISTRY_URL (for avro: the
@@ -70,6 +84,8 @@ CONNECT_HEAP=${CONNECT_HEAP:-768m}
 CONNECT_OFFSET_FLUSH_MS=${CONNECT_OFFSET_FLUSH_MS:-10000}
 SLOT_NAME=debezium_mirror
 PUBLICATION_NAME=dbz_mirror
+# The schema of the signalling tables: outside every captured schema (--schemas may not name it).
+SIGNAL_SCHEMA=debezium
 
 ENV_FILE=$STATE_DIR/stack.env
 PG_DIR=$STATE_DIR/postgres
@@ -463,9 +479,42 @@ topics_regex() { # topics_regex SCHEMAS [PREFIX]
   echo "${prefix}\\.(${1//,/|})\\..*"
 }
 
-# write_connector_json FILE SCHEMAS PREFIX SLOT PUBLICATION CONVERTER
+# The Kafka signal channel's topic and the sink notification channel's topic of topic prefix $1.
+signal_topic() { echo "${1:-$TOPIC_PREFIX}-signal"; }
+notification_topic() { echo "${1:-$TOPIC_PREFIX}-notifications"; }
+
+# The signalling table (schema.table) of connector $1 (default the main one): each connector its own, since
+# every connector reads every table's changes from its slot and would take another one's watermarks as its own.
+signal_table() {
+  local name=${1:-$CONNECTOR_NAME}
+  if [[ $name == "$CONNECTOR_NAME" ]]; then
+    echo "$SIGNAL_SCHEMA.debezium_signal"
+  else
+    echo "$SIGNAL_SCHEMA.signal_$(extra_ident "$name")"
+  fi
+}
+
+# Create signalling table $1 (Debezium's layout: id, type, data) unless it exists. The publication is
+# FOR ALL TABLES, so the watermarks Debezium writes to it come back through the slot.
+ensure_signal_table() {
+  psql_db "$PG_DB" -c "CREATE SCHEMA IF NOT EXISTS $SIGNAL_SCHEMA" \
+    -c "CREATE TABLE IF NOT EXISTS $1 (id varchar(42) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048) NULL)" ||
+    die "creating the signalling table $1 failed"
+}
+
+# incremental.snapshot.chunk.size: INCREMENTAL_SNAPSHOT_CHUNK_SIZE, else the one kept in stack.env, else 100.
+chunk_size() {
+  local size=${INCREMENTAL_SNAPSHOT_CHUNK_SIZE:-$(env_get CHUNK_SIZE)}
+  size=${size:-100}
+  [[ $size =~ ^[1-9][0-9]*$ ]] || die "INCREMENTAL_SNAPSHOT_CHUNK_SIZE is a positive integer, got '$size'"
+  env_set CHUNK_SIZE "$size"
+  echo "$size"
+}
+
+# write_connector_json FILE SCHEMAS PREFIX SLOT PUBLICATION CONVERTER SIGNAL_TABLE
 write_connector_json() {
-  local file=$1 schemas=$2 prefix=$3 slot=$4 publication=$5 converter=$6
+  local file=$1 schemas=$2 prefix=$3 slot=$4 publication=$5 converter=$6 signal_table=$7 chunk
+  chunk=$(chunk_size)
   "$PYTHON" - "$file" "$converter" "$(env_get REGISTRY_URL)" "$AVRO_CONVERTER" <<EOF
 import json, sys
 config = {
@@ -489,6 +538,18 @@ config = {
     "heartbeat.interval.ms": "10000",
     "topic.creation.default.replication.factor": "1",
     "topic.creation.default.partitions": "1",
+    # Signals (ad hoc incremental snapshots): the Kafka channel takes them, the source channel's table
+    # holds the snapshot windows' watermarks (required for incremental snapshots on Postgres). A 1 s poll
+    # (not 100 ms every 5 s) lets the signal consumer join its group within seconds of the connector's start.
+    "signal.enabled.channels": "source,kafka",
+    "signal.data.collection": "$signal_table",
+    "signal.kafka.topic": "$(signal_topic "$prefix")",
+    "signal.kafka.bootstrap.servers": "$BOOTSTRAP",
+    "signal.kafka.groupId": "$(signal_topic "$prefix")",
+    "signal.kafka.poll.timeout.ms": "1000",
+    "incremental.snapshot.chunk.size": "$chunk",
+    "notification.enabled.channels": "sink",
+    "notification.sink.topic.name": "$(notification_topic "$prefix")",
 }
 converter, registry, avro_class = sys.argv[2:5]
 if converter == "avro":
@@ -595,7 +656,15 @@ print_env() {
   local converter
   converter=$(env_get CONVERTER)
   echo "converter=${converter:-json}"
+  signal_lines
   [[ $converter != avro ]] || registry_lines
+}
+
+signal_lines() { # signal_lines [PREFIX]
+  local prefix=${1:-$TOPIC_PREFIX}
+  echo "topic_prefix=$prefix"
+  echo "signal_topic=$(signal_topic "$prefix")"
+  echo "notification_topic=$(notification_topic "$prefix")"
 }
 
 # Connectors added with register-connector: their names (stack.env EXTRA_CONNECTORS), slots derived.
@@ -635,6 +704,7 @@ cmd_up() {
   schemas=${schemas:-public}
   [[ $schemas =~ ^[A-Za-z_][A-Za-z0-9_]*(,[A-Za-z_][A-Za-z0-9_]*)*$ ]] ||
     die "--schemas takes comma-separated plain schema names, got '$schemas'"
+  [[ ,$schemas, != *,$SIGNAL_SCHEMA,* ]] || die "--schemas may not name $SIGNAL_SCHEMA (the signalling tables' schema)"
   converter=${converter:-$(env_get CONVERTER)}
   converter=${converter:-json}
   [[ $converter == json || $converter == avro ]] || die "the converter is json or avro, got '$converter'"
@@ -660,7 +730,9 @@ cmd_up() {
   kafka_start
   [[ $converter != avro ]] || enable_avro
   connect_start
-  write_connector_json "$CONNECTOR_JSON" "$schemas" "$TOPIC_PREFIX" "$SLOT_NAME" "$PUBLICATION_NAME" "$converter"
+  ensure_signal_table "$(signal_table)"
+  write_connector_json "$CONNECTOR_JSON" "$schemas" "$TOPIC_PREFIX" "$SLOT_NAME" "$PUBLICATION_NAME" "$converter" \
+    "$(signal_table)"
   register_connector
   wait_streaming
   log "up in $((SECONDS - T0))s"
@@ -684,7 +756,9 @@ cmd_register_connector() {
     connect_start # restarts the worker when it runs without the Avro converter jars
   fi
   local file=$CONNECT_DIR/connector-$name.json
-  write_connector_json "$file" "$schemas" "$prefix" "$slot" "$(extra_publication "$name")" "$converter"
+  ensure_signal_table "$(signal_table "$name")"
+  write_connector_json "$file" "$schemas" "$prefix" "$slot" "$(extra_publication "$name")" "$converter" \
+    "$(signal_table "$name")"
   register_connector "$name" "$file"
   if ! extra_connectors | grep -qx -- "$name"; then
     env_set EXTRA_CONNECTORS "$({ extra_connectors; echo "$name"; } | paste -sd' ' -)"
@@ -693,6 +767,7 @@ cmd_register_connector() {
   echo "connector=$name"
   echo "topics=$(topics_regex "$schemas" "$prefix")"
   echo "converter=$converter"
+  signal_lines "$prefix"
   [[ $converter != avro ]] || registry_lines
 }
 

@@ -10,6 +10,11 @@ format) against the real Apicurio Registry of the ``registry`` fixture (``deploy
 JSON twin connector (``AVRO_TWIN_CONNECTOR``, topic prefix ``AVRO_TWIN_PREFIX``) on the same database, so the
 same changes can be read in both encodings. Decode Avro with ``schema.registry.url`` (the registry's
 Confluent-compatible API, for ``confluent_kafka.schema_registry.SchemaRegistryClient``).
+
+Every stack also prints its Debezium signalling facts (``SIGNAL_KEYS``): ``topic_prefix`` (the key every signal
+message must carry), ``signal_topic`` (Debezium's Kafka signal channel, ``<topic_prefix>-signal``) and
+``notification_topic`` (Debezium's sink notifications, ``<topic_prefix>-notifications``, in the connector's
+converter). ``tests.support.debezium.execute_snapshot_signal`` builds an incremental snapshot request for it.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ SNAPSHOT_SEED = 1
 # A cold start may install Postgres (apt-get) and fetch the jars from Maven Central.
 UP_TIMEOUT_S = 1200
 DOWN_TIMEOUT_S = 180
-PRINTED_KEYS = ("postgres", "bootstrap.servers", "topics", "connect", "connector")
+SIGNAL_KEYS = ("topic_prefix", "signal_topic", "notification_topic")
+PRINTED_KEYS = ("postgres", "bootstrap.servers", "topics", "connect", "connector", *SIGNAL_KEYS)
 REGISTRY_SH = REPO_ROOT / "deploy" / "local" / "registry.sh"
 REGISTRY_KEYS = ("registry.url", "schema.registry.url", "apicurio.registry.url")
 # A cold start may fetch the registry (~140 MB) from Maven Central.
@@ -195,16 +201,19 @@ def avro_stack(avro_stack_state_dir: Path, registry: dict[str, str]) -> Iterator
 
     The values of ``stack`` (``topics`` are the Avro topics, ``converter`` is ``avro``), ``registry.url``,
     ``schema.registry.url``, and ``json_topics`` / ``json_connector`` for the twin (topic prefix
-    ``AVRO_TWIN_PREFIX``, Kafka's JsonConverter with schemas, as ``stack``). Always ``down`` at the end.
+    ``AVRO_TWIN_PREFIX``, Kafka's JsonConverter with schemas, as ``stack``), and ``json_topic_prefix`` /
+    ``json_signal_topic`` / ``json_notification_topic``: the twin's signalling facts. Always ``down`` at the end.
     """
     env = {"REGISTRY_URL": registry["registry.url"]}
     with _stack_up(avro_stack_state_dir, "--avro", env=env) as values:
         assert values.get("converter") == "avro", values
         assert values.get("schema.registry.url") == registry["schema.registry.url"], values
         out = _ctl(avro_stack_state_dir, env)("register-connector", AVRO_TWIN_CONNECTOR, AVRO_TWIN_PREFIX, "json")
-        twin = _parse(out, ("connector", "topics", "converter"))
+        twin = _parse(out, ("connector", "topics", "converter", *SIGNAL_KEYS))
         values["json_topics"] = twin["topics"]
         values["json_connector"] = twin["connector"]
+        for key in SIGNAL_KEYS:
+            values[f"json_{key}"] = twin[key]
         yield values
 
 
@@ -214,7 +223,7 @@ def avro_stack_ctl(avro_stack: dict[str, str]) -> StackCtl:
     return _ctl(Path(avro_stack["state_dir"]), {"REGISTRY_URL": avro_stack["registry.url"]})
 
 
-MARIADB_KEYS = ("mariadb", "bootstrap.servers", "topics", "connect", "connector")
+MARIADB_KEYS = ("mariadb", "bootstrap.servers", "topics", "connect", "connector", *SIGNAL_KEYS)
 
 
 @pytest.fixture(scope="session")

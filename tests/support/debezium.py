@@ -137,3 +137,29 @@ class Topic:
         )
         self.offset += 1
         return record
+
+
+def execute_snapshot_signal(
+    topic_prefix: str, data_collections: list[str], *, snapshot_type: str = "incremental"
+) -> tuple[bytes, bytes]:
+    """Key and value of a Kafka signal asking Debezium for an ad hoc snapshot of ``data_collections``.
+
+    Produce it to the stack's ``signal_topic``. The key must equal the connector's ``topic.prefix`` (Debezium
+    drops other keys). Collections are regular expressions on fully qualified names: ``schema.table`` on
+    Postgres, ``database.table`` on MariaDB/MySQL.
+    """
+    value = {"type": "execute-snapshot", "data": {"data-collections": data_collections, "type": snapshot_type}}
+    return topic_prefix.encode(), orjson.dumps(value)
+
+
+def notification(value: bytes) -> dict[str, Any]:
+    """A Debezium sink notification (``notification_topic``) as a dict, with or without the JsonConverter schema.
+
+    Keys: ``id``, ``aggregate_type`` ("Initial Snapshot" / "Incremental Snapshot"), ``type`` (STARTED,
+    IN_PROGRESS, TABLE_SCAN_COMPLETED, COMPLETED, ABORTED, ...), ``additional_data`` (strings: ``data_collections``,
+    ``scanned_collection``, ``total_rows_scanned``, ``status``, ...) and ``timestamp`` (epoch ms).
+    """
+    decoded = orjson.loads(value)
+    payload = decoded.get("payload", decoded) if "schema" in decoded else decoded
+    assert isinstance(payload, dict)
+    return payload
