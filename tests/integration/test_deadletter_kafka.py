@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
+import orjson
 import pytest
 from confluent_kafka import Consumer, Message
 
 from connector.config import DeadLetterSettings, SourceSettings
 from connector.events import KafkaRecord
-from connector.landing.deadletter import DeadLetter, KafkaDeadLetterWriter, producer_config
+from connector.landing.deadletter import HEADER_PREFIX, DeadLetter, KafkaDeadLetterWriter, producer_config
+from tests.support.debezium import Topic, field
+from tests.support.kafka import produce, run_connector
 
 pytestmark = pytest.mark.kafka
 
@@ -84,3 +89,64 @@ def test_a_replayed_batch_is_delivered_again(kafka_bootstrap: str, make_topic: C
     }
     assert positions == {(b"5", b"1")}
     writer.close()
+
+
+#: Every kind of header a poison record can carry: an application's, Debezium's context headers (which
+#: the job used to drop), Debezium's key-change header, one without a value, and a repeated name.
+POISON_HEADERS: tuple[tuple[str, bytes | None], ...] = (
+    ("traceparent", b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+    ("__debezium.context.connectorLogicalName", b"dbserver1"),
+    ("__debezium.context.taskId", b"0"),
+    ("__debezium.newkey", b'{"id":9}'),
+    ("empty", None),
+    ("traceparent", b"second"),
+)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["folder", "kafka"])
+def test_run_dead_letters_a_poison_record_with_every_header(
+    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path, kind: str
+) -> None:
+    """Through the real job: Spark's Kafka source, the batch, the dead-letter output of either kind."""
+    prefix = f"dlqh{kind}{uuid.uuid4().hex[:8]}"
+    topic = Topic(f"{prefix}.public.orders", [field("id", "int32", optional=False), field("note", "string")], ["id"])
+    make_topic(topic.name)
+    context = (("__debezium.context.taskId", b"0"),)
+    good = topic.record("c", None, {"id": 1, "note": "a"}, headers=context)
+    poison = topic.raw(b"{not json", key=b'{"id":2}')._replace(headers=POISON_HEADERS)
+    produce(kafka_bootstrap, [good, poison, topic.record("c", None, {"id": 3, "note": "c"}, headers=context)])
+    config = tmp_path / "config.yaml"
+    dead_letter = "  kind: folder\n"
+    if kind == "kafka":
+        dlq_topic = make_topic(f"{prefix}-dlq")
+        dead_letter = f"  kind: kafka\n  topic: {dlq_topic}\n"
+    config.write_text(f"mirror:\n  poison_policy: dead-letter\ndead_letter:\n{dead_letter}")
+    result = run_connector(
+        "run",
+        "--config",
+        str(config),
+        "--bootstrap-servers",
+        kafka_bootstrap,
+        "--topics",
+        rf"{prefix}\..*",
+        "--landing-zone",
+        str(tmp_path / "lz"),
+        "--checkpoint",
+        str(tmp_path / "cp"),
+        "--trigger",
+        "available-now",
+        "--metrics-port",
+        "0",
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    if kind == "folder":
+        files = sorted((tmp_path / "cp" / "_deadletter" / "public.orders").glob("*.jsonl"))
+        letters = [orjson.loads(line) for f in files for line in f.read_bytes().splitlines()]
+        assert [letter["offset"] for letter in letters] == [1]
+        headers = [(name, None if v is None else base64.b64decode(v)) for name, v in letters[0]["headers"]]
+    else:
+        (message,) = consume_all(kafka_bootstrap, dlq_topic, 1)
+        assert message.value() == poison.value
+        headers = [(name, v) for name, v in message.headers() or [] if not name.startswith(HEADER_PREFIX)]
+    assert headers == list(POISON_HEADERS)
