@@ -41,6 +41,7 @@ KNOWN_METRICS = frozenset(
         "cdc_mirror_records_skipped_total",
         "cdc_mirror_table_stopped",
         "cdc_mirror_tables_stopped",
+        "cdc_mirror_table_rebuilding",
         "cdc_mirror_publish_errors_total",
         "cdc_mirror_build_info",
         "cdc_mirror_dead_letters_total",
