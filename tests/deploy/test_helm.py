@@ -180,7 +180,11 @@ def test_config_follows_the_connector_contract(render: Render, values: Path) -> 
         "truncate_policy",
         "toast_policy",
         "file_format",
+        "on_table_stopped",
+        "rebuild",
     }
+    assert config["mirror"]["on_table_stopped"] in {"stay", "rebuild"}
+    assert isinstance(config["mirror"]["rebuild"]["wait_s"], int | float)
     assert all(isinstance(v, str) for v in config["spark"]["conf"].values())
     assert all(isinstance(v, str) for v in config["source"]["kafka_options"].values())
     # The config is mounted where the container reads it.
