@@ -287,3 +287,39 @@ def test_a_rebuilt_table_writes_creates_and_reads_as_upserts_even_without_replay
     assert rebuilt.column("__rowMarker__").to_pylist() == [4, 4]
     orders = read_data_file(landing, "public.schema/orders/00000000000000000003.parquet")
     assert orders.column("__rowMarker__").to_pylist() == [0]
+
+
+def test_a_rebuild_waits_on_fabrics_rest_status_and_falls_back_to_the_delay_when_it_fails(tmp_path: Path) -> None:
+    """Through the real REST reader, against the Fabric REST API test double (Fabric cannot run here)."""
+    from connector.fabric_status import RestFabricStatus
+    from tests.support.fabric_api_double import MIRRORED_DATABASE_ID, TOKEN, WORKSPACE_ID, FabricApiDouble
+
+    with FabricApiDouble() as fabric:
+        fabric.set_table("public", "customers", "Replicating", processed_rows=1)
+        fabric.set_table("public", "orders", "Replicating", processed_rows=1)
+        reader = RestFabricStatus(fabric.api_url, WORKSPACE_ID, MIRRORED_DATABASE_ID, lambda: TOKEN)
+        signals = Signals()
+        sink, _, checkpoint = make_sink(
+            tmp_path, signals, reader.tables, on_table_stopped="rebuild", rebuild=RebuildSettings(wait_s=3600)
+        )
+        t = Topic("dbserver1.public.customers", COLUMNS, ["id"])
+        other = Topic("dbserver1.public.orders", COLUMNS, ["id"])
+        stop_customers(sink, t, other)
+        sink.advance_rebuilds()
+        sink.advance_rebuilds()
+        assert sink.ledger.state.tables[CUSTOMERS].rebuild == WAITING and signals.sent == []
+        # `tables` shows Fabric's view beside ours.
+        line = next(x for x in table_lines(sink.ledger, reader.tables()) if x.table == CUSTOMERS)
+        assert (line.state, line.fabric_state) == ("rebuilding:waiting-for-fabric", "Replicating")
+        fabric.remove_table("public", "customers")  # Fabric dropped the table after its folder went
+        sink.advance_rebuilds()
+        assert signals.sent == [(CUSTOMERS, "dbserver1.public.customers")]
+
+        # Unreadable status (the API fails): the rebuild waits mirror.rebuild.wait_s after the deletion instead.
+        fabric.unavailable_status = 503
+        sink.process_batch(3, [t.record("r", None, {"id": 2, "name": 5})])  # the rebuilt table: name is int64
+        t.columns = COLUMNS
+        result = sink.process_batch(4, [t.record("u", None, {"id": 2, "name": "back to text"})])
+        assert "changed type" in result.stopped[CUSTOMERS]
+        sink.advance_rebuilds()
+        assert sink.ledger.state.tables[CUSTOMERS].rebuild == WAITING and len(signals.sent) == 1
