@@ -149,22 +149,6 @@ def build_parser() -> argparse.ArgumentParser:
     reb.add_argument(
         "--wait", type=float, default=0.0, metavar="SECONDS", help="wait until the snapshot is requested (else exit 1)"
     )
-
-    bench = sub.add_parser("bench", help="benchmarks: convert (no JVM) or stream (Spark + Kafka)")
-    bench.add_argument("target", choices=["convert", "stream"])
-    bench.add_argument("--events", type=int, default=1_000_000)
-    bench.add_argument("--with-schema", action="store_true", help="JsonConverter schemas.enable=true events")
-    bench.add_argument("--bootstrap-servers", help="stream: use this broker instead of starting one")
-    bench.add_argument("--partitions", type=int, default=8)
-    bench.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
-    bench.add_argument(
-        "--decode-on", choices=["driver", "executors"], default="driver", help="stream: spark.decode_on to measure"
-    )
-    bench.add_argument(
-        "--row-path",
-        action="store_true",
-        help="stream: spark.columnar_decode=false (every record through the record-by-record path)",
-    )
     return parser
 
 
@@ -227,18 +211,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         from connector.config import load_settings
         from connector.tools.check_source import check_source_command
 
-        policy = load_settings(args.config).mirror.truncate_policy
-        return check_source_command(args.connect, args.connector, policy)
+        mirror = load_settings(args.config).mirror
+        return check_source_command(
+            args.connect, args.connector, mirror.truncate_policy, rebuilds=mirror.on_table_stopped == "rebuild"
+        )
     if command == "verify":
         from connector.tools.verify import verify_command
 
         return verify_command(args.source, args.landing_zone, args.tables)
     if command in ("tables", "rebuild"):
         return _tables(args)
-    if command == "bench":
-        from connector.tools.bench import bench_command
-
-        return bench_command(args)
     msg = f"unknown command {command}"
     raise AssertionError(msg)
 

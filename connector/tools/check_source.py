@@ -72,8 +72,14 @@ def source_kind(connector_class: str) -> str:
     return "other"
 
 
-def check_connector_config(name: str, config: Mapping[str, str], truncate_policy: str = "fail") -> list[Finding]:
-    """The findings for one connector's config (``truncate_policy``: the mirror's, ``mirror.truncate_policy``)."""
+def check_connector_config(
+    name: str, config: Mapping[str, str], truncate_policy: str = "fail", *, rebuilds: bool = False
+) -> list[Finding]:
+    """The findings for one connector's config.
+
+    ``truncate_policy`` is the mirror's ``mirror.truncate_policy``; ``rebuilds`` whether it rebuilds stopped
+    tables by itself (``mirror.on_table_stopped: rebuild``), which needs Debezium's Kafka signal channel.
+    """
     kind = source_kind(config.get("connector.class", ""))
     findings: list[Finding] = []
 
@@ -138,7 +144,27 @@ def check_connector_config(name: str, config: Mapping[str, str], truncate_policy
                     "timestamps arrive as plain numbers or text; use true",
                 )
     _check_deletes(config, setting("tombstones.on.delete").lower(), warn)
+    if rebuilds:
+        _check_signals(config, warn)
     return findings
+
+
+def _check_signals(config: Mapping[str, str], warn: _Warn) -> None:
+    channels = {c.strip().lower() for c in str(config.get("signal.enabled.channels", "source")).split(",")}
+    if "kafka" not in channels:
+        warn(
+            "signal.enabled.channels",
+            str(config.get("signal.enabled.channels", "source")),
+            "a table rebuild asks for an incremental snapshot through the Kafka signal channel, which is off: "
+            "mirror.on_table_stopped rebuild would wait forever; add kafka (and signal.kafka.topic)",
+        )
+    if not config.get("signal.data.collection"):
+        warn(
+            "signal.data.collection",
+            "(unset)",
+            "incremental snapshots need a signalling table for their watermarks: a rebuild's snapshot never "
+            "starts; create one and name it here (README, 'Rebuilding a table')",
+        )
 
 
 def _check_time_precision(kind: str, mode: str, warn: _Warn) -> None:
@@ -219,14 +245,16 @@ def _get_json(url: str, connect_url: str) -> Any:
     return data
 
 
-def check_source_command(connect_url: str, name: str | None, truncate_policy: str) -> int:
+def check_source_command(connect_url: str, name: str | None, truncate_policy: str, *, rebuilds: bool = False) -> int:
     """CLI: one line per finding; exit 1 when any, 0 when the connectors are fit for an exact mirror."""
     configs = fetch_connector_configs(connect_url, name)
     if not configs:
         print(f"{connect_url}: no connectors registered")
         return 1
     findings = [
-        f for connector, config in configs.items() for f in check_connector_config(connector, config, truncate_policy)
+        finding
+        for connector, config in configs.items()
+        for finding in check_connector_config(connector, config, truncate_policy, rebuilds=rebuilds)
     ]
     for finding in findings:
         print(finding.line())

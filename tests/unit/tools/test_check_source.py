@@ -69,3 +69,20 @@ def test_source_kinds() -> None:
     assert source_kind(POSTGRES) == "postgres"
     assert source_kind("io.debezium.connector.sqlserver.SqlServerConnector") == "sqlserver"
     assert source_kind("io.debezium.connector.oracle.OracleConnector") == "oracle"
+
+
+def test_automatic_rebuilds_need_the_kafka_signal_channel_and_a_signalling_table() -> None:
+    findings = check_connector_config("c", {**RECOMMENDED_MYSQL, "signal.enabled.channels": "source"}, rebuilds=True)
+    assert [(f.setting, f.value) for f in findings] == [
+        ("signal.enabled.channels", "source"),
+        ("signal.data.collection", "(unset) (Debezium's default)"),
+    ]
+    ready = {
+        **RECOMMENDED_MYSQL,
+        "signal.enabled.channels": "source,kafka",
+        "signal.kafka.topic": "mariadb1-signal",
+        "signal.data.collection": "debezium.debezium_signal",
+    }
+    assert check_connector_config("c", ready, rebuilds=True) == []
+    # Without automatic rebuilds nothing is said: a manual rebuild is the operator's own step.
+    assert settings({**RECOMMENDED_MYSQL, "signal.enabled.channels": "source"}) == []
