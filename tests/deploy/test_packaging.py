@@ -5,14 +5,19 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _NOT_SOURCE = (".git", ".venv", ".cache", ".state", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
 
 
-def test_wheel_install_finds_the_packaged_sample_and_config_schema(tmp_path: Path) -> None:
-    """The embedded-default ``run`` reads ``connector/sample/*.jsonl``; it was missing from the wheel."""
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel built by ``pip wheel`` from a clean copy of the source tree."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     # A clean copy: setuptools reuses a build/ folder, which could hold files an earlier build put there.
     source = tmp_path / "src"
     shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
@@ -21,7 +26,12 @@ def test_wheel_install_finds_the_packaged_sample_and_config_schema(tmp_path: Pat
         check=True,
         capture_output=True,
     )
-    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    (built,) = (tmp_path / "dist").glob("*.whl")
+    return built
+
+
+def test_wheel_install_finds_the_packaged_sample_and_config_schema(wheel: Path, tmp_path: Path) -> None:
+    """The embedded-default ``run`` reads ``connector/sample/*.jsonl``; it was missing from the wheel."""
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
@@ -48,3 +58,12 @@ def test_wheel_install_finds_the_packaged_sample_and_config_schema(tmp_path: Pat
     assert out[0] == str(target / "connector")  # the installed copy, not the source tree
     assert out[1] == "['0001-customers.jsonl', '0002-orders.jsonl']"
     assert out[2] == "True"
+
+
+def test_wheel_ships_no_benchmark_or_test_code(wheel: Path) -> None:
+    """Benchmarks and their event generators live in ``benchmarks/``, run from a checkout, not installed."""
+    with zipfile.ZipFile(wheel) as archive:
+        top_level = {name.split("/", 1)[0] for name in archive.namelist() if ".dist-info/" not in name}
+        bench_modules = [name for name in archive.namelist() if "/bench" in name]
+    assert top_level == {"connector"}
+    assert bench_modules == []

@@ -20,6 +20,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from benchmarks.events import generated_events
 from connector.config import MirrorSettings, TableSettings
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat
@@ -27,7 +28,6 @@ from connector.landing import columnar
 from connector.landing.collect import CollectContext, Collected, SliceCollector
 from connector.landing.columnar import LaneResult, collect_in_lane, merge_lane
 from connector.stream.source import headers_needed, records_from_arrow
-from connector.tools.bench import generated_events
 from tests.support.debezium import Topic, decimal_field, encode_decimal, field
 
 DATA = Path(__file__).resolve().parents[1] / "data"

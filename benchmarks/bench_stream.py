@@ -1,4 +1,4 @@
-"""``bench stream``: Kafka topic → streaming job → local landing zone, beside two raw limits.
+"""``python -m benchmarks.bench stream``: Kafka topic → streaming job → local landing zone, beside two raw limits.
 
 (a) a plain confluent-kafka consumer reading the same topic and decoding nothing, and (b) pyarrow alone
 writing the same rows as Parquet. The job's rate is events over the streaming query's wall time
@@ -19,13 +19,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmarks.events import BENCH_TOPIC, generated_events
 from connector.config import load_settings
 from connector.landing.sink import MirrorSink
 from connector.metrics import HealthState
 from connector.storage import LocalStorage
-from connector.tools.bench import BENCH_TOPIC, generated_events
 
-_KAFKA_SH = Path(__file__).resolve().parents[2] / "deploy" / "local" / "kafka.sh"
+_KAFKA_SH = Path(__file__).resolve().parents[1] / "deploy" / "local" / "kafka.sh"
 
 
 def current_rss_mb(pid: int | str = "self") -> float:

@@ -1,26 +1,19 @@
-"""``bench``: throughput figures printed beside the raw limits measured in the same run.
+"""The benchmark's change events: Debezium JsonConverter records of one 10-column table.
 
-This machine is shared and noisy: ratios are stable, absolute times are not, so nothing here is a test.
+The unit tests use them too (``tests/unit/test_columnar.py`` checks the columnar lane against the record
+path on them), so they live here rather than inside a benchmark runner.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
-import resource
-import tempfile
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import orjson
 
-from connector.config import MirrorSettings
 from connector.events import KafkaRecord
-from connector.kcat import kcat_line
 
 BENCH_TOPIC = "bench.public.orders"
-_BATCH = 100_000
 
 _VALUE_SCHEMA = {
     "type": "struct",
@@ -93,48 +86,3 @@ def generated_events(count: int, with_schema: bool, partitions: int = 1) -> Iter
         yield KafkaRecord(
             BENCH_TOPIC, offset % partitions, offset // partitions, orjson.dumps(key), orjson.dumps(value)
         )
-
-
-def bench_convert(events: int, with_schema: bool) -> tuple[float, float]:
-    """Events per second of ``convert`` on a kcat dump, and peak RSS in MB.
-
-    Measured: reading the dump, the lane (or the record path), Parquet and publishing. Writing the dump is not.
-    """
-    from connector.tools.convert import convert
-
-    with tempfile.TemporaryDirectory(prefix="bench-convert-") as scratch:
-        dump = Path(scratch) / "dump.jsonl"
-        with dump.open("wb") as out:
-            for record in generated_events(events, with_schema):
-                out.write(kcat_line(record))
-        started = time.perf_counter()
-        summary = convert([str(dump)], f"{scratch}/lz", f"{scratch}/cp", MirrorSettings(), _BATCH)
-        elapsed = time.perf_counter() - started
-        if not summary.ok or summary.records != events:
-            msg = f"bench convert did not convert every event: {summary}"
-            raise RuntimeError(msg)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return events / elapsed, peak_mb
-
-
-def json_parse_limit(events: int, with_schema: bool) -> float:
-    """Values/s of parsing the same values with orjson and nothing else (the floor of any JSON decoder)."""
-    values = [r.value for r in generated_events(events, with_schema)]
-    started = time.perf_counter()
-    for value in values:
-        orjson.loads(value or b"null")
-    return events / (time.perf_counter() - started)
-
-
-def bench_command(args: argparse.Namespace) -> int:
-    """Run the benchmark named by ``args.target``."""
-    if args.target == "convert":
-        rate, peak = bench_convert(args.events, args.with_schema)
-        parse = json_parse_limit(min(args.events, 200_000), args.with_schema)
-        print(f"events={args.events} with_schema={args.with_schema}")
-        print(f"raw limit: orjson.loads of the same values alone = {parse:.0f} values/s (ratio {rate / parse:.2f})")
-        print(f"events_per_second={rate:.0f} peak_rss_mb={peak:.0f}")
-        return 0
-    from connector.tools.bench_stream import bench_stream
-
-    return bench_stream(args)

@@ -1,0 +1,98 @@
+"""Throughput figures printed beside the raw limits measured in the same run.
+
+Run from the repository root (benchmarks are not part of the installed package)::
+
+    python -m benchmarks.bench convert [--events N] [--with-schema]
+    python -m benchmarks.bench stream [--events N] [--partitions P] [--decode-on driver|executors] ...
+
+This machine is shared and noisy: ratios are stable, absolute times are not, so nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+
+from benchmarks.events import generated_events
+from connector.config import MirrorSettings
+from connector.kcat import kcat_line
+
+_BATCH = 100_000
+
+
+def bench_convert(events: int, with_schema: bool) -> tuple[float, float]:
+    """Events per second of ``convert`` on a kcat dump, and peak RSS in MB.
+
+    Measured: reading the dump, the lane (or the record path), Parquet and publishing. Writing the dump is not.
+    """
+    from connector.tools.convert import convert
+
+    with tempfile.TemporaryDirectory(prefix="bench-convert-") as scratch:
+        dump = Path(scratch) / "dump.jsonl"
+        with dump.open("wb") as out:
+            for record in generated_events(events, with_schema):
+                out.write(kcat_line(record))
+        started = time.perf_counter()
+        summary = convert([str(dump)], f"{scratch}/lz", f"{scratch}/cp", MirrorSettings(), _BATCH)
+        elapsed = time.perf_counter() - started
+        if not summary.ok or summary.records != events:
+            msg = f"bench convert did not convert every event: {summary}"
+            raise RuntimeError(msg)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return events / elapsed, peak_mb
+
+
+def json_parse_limit(events: int, with_schema: bool) -> float:
+    """Values/s of parsing the same values with orjson and nothing else (the floor of any JSON decoder)."""
+    values = [r.value for r in generated_events(events, with_schema)]
+    started = time.perf_counter()
+    for value in values:
+        orjson.loads(value or b"null")
+    return events / (time.perf_counter() - started)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's flags (those of the former ``python -m connector bench``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench", description="benchmarks: convert (no JVM) or stream (Spark + Kafka)"
+    )
+    parser.add_argument("target", choices=["convert", "stream"])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--with-schema", action="store_true", help="JsonConverter schemas.enable=true events")
+    parser.add_argument("--bootstrap-servers", help="stream: use this broker instead of starting one")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
+    parser.add_argument(
+        "--decode-on", choices=["driver", "executors"], default="driver", help="stream: spark.decode_on to measure"
+    )
+    parser.add_argument(
+        "--row-path",
+        action="store_true",
+        help="stream: spark.columnar_decode=false (every record through the record-by-record path)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark named by the first argument; the last line printed is the one the README records."""
+    args = build_parser().parse_args(argv)
+    if args.target == "convert":
+        rate, peak = bench_convert(args.events, args.with_schema)
+        parse = json_parse_limit(min(args.events, 200_000), args.with_schema)
+        print(f"events={args.events} with_schema={args.with_schema}")
+        print(f"raw limit: orjson.loads of the same values alone = {parse:.0f} values/s (ratio {rate / parse:.2f})")
+        print(f"events_per_second={rate:.0f} peak_rss_mb={peak:.0f}")
+        return 0
+    from benchmarks.bench_stream import bench_stream
+
+    return bench_stream(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
