@@ -65,6 +65,8 @@ def make_landing(
         item_root = unique_item_root()
         storage = make_onelake_storage(server, item_root, filesystem=WORKSPACE)
         opened.append(storage)
+        # Fabric creates Files/LandingZone with the mirrored database; `run` refuses a landing zone without it.
+        storage.check(create_root=True, probe_write=False)
         return Landing("onelake", storage, server.location_url(WORKSPACE, item_root))
 
     yield make

@@ -3,8 +3,9 @@
 Spark takes seconds to start, and then reports most problems as a JVM stack trace, or not at all: its
 Kafka source waits for ever on a broker that never answers (an ``available-now`` run never ends), and a
 landing zone that is a file fails only at the first batch. Everything that can be known from the
-settings, the local filesystem and one Kafka metadata request is checked here first; each failure is a
-``ConfigError`` whose message names the setting and the path, URL, port or broker, never a secret.
+settings, the local filesystem, a listing and a write probe of a OneLake landing zone and one Kafka
+metadata request is checked here first; each failure is a ``ConfigError`` (or, for OneLake, a
+``StorageError``) whose message names the setting and the path, URL, port or broker, never a secret.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from connector.kafka_client import client_security_options
 from connector.metrics import metrics_port_problem
 from connector.storage import is_remote
 from connector.storage.base import TEMP_PREFIX
+from connector.storage.errors import InvalidStorageURL, StorageError
 from connector.stream.source import kafka_jars, source_path
 
 log = logging.getLogger("connector.run")
@@ -50,16 +52,21 @@ _ATTEMPT_S = 2.0
 def check_before_spark(settings: ConnectorSettings) -> None:
     """Check the landing zone, the checkpoint, the metrics port and the source before Spark starts.
 
-    Local checks come first: they take milliseconds, the Kafka check up to ``source.connect_timeout_s``.
+    Local checks come first: they take milliseconds, a OneLake landing zone about a second, the Kafka
+    check up to ``source.connect_timeout_s``.
 
     Raises:
         ConfigError: The first problem found, naming the setting and what it points at.
+        StorageError: A OneLake landing zone is missing or refuses the identity (``check_remote_landing_zone``).
     """
-    check_landing_zone_url(settings.landing_zone.url)
-    if not is_remote(settings.landing_zone.url):
-        check_local_folder(settings.landing_zone.url, "landing_zone.url")
+    landing_zone = settings.landing_zone
+    check_landing_zone_url(landing_zone.url)
+    if not is_remote(landing_zone.url):
+        check_local_folder(landing_zone.url, "landing_zone.url")
     check_local_folder(settings.checkpoint, "checkpoint")
     check_metrics_port(settings.metrics.port)
+    if is_remote(landing_zone.url):
+        check_remote_landing_zone(landing_zone.url, landing_zone.credential)
     source = settings.source
     if source.kind == "files":
         source_path(source)
@@ -103,6 +110,37 @@ def check_landing_zone_url(url: str) -> None:
         shown = url.strip().split("?", 1)[0].split("#", 1)[0]
         msg = f"landing_zone.url {shown} is not a landing-zone URL: {exc}"
         raise ConfigError(msg) from None
+
+
+def check_remote_landing_zone(url: str, credential: str) -> None:
+    """Prove a OneLake / ADLS Gen2 landing zone with the job's identity: list its folder, write a probe.
+
+    The folder must exist already (Fabric creates ``Files/LandingZone`` with the mirrored database): a
+    misspelt folder would otherwise be created by the first write, and the mirror published where the
+    mirroring service never looks. The probe (a ``_tmp_`` file, created and deleted) catches an identity
+    that may read but not write before the first batch does.
+
+    Raises:
+        ConfigError: The credential settings are incomplete (a missing secret, tenant or client id).
+        StorageError: The workspace, item or folder does not exist (``StorageNotFound``), the identity
+            is refused (``StorageAccessDenied``) or the service did not answer (``StorageUnavailable``);
+            the message starts with ``landing_zone.url <url>``.
+    """
+    from connector.storage.onelake import open_onelake
+
+    try:
+        storage = open_onelake(url, credential)
+    except InvalidStorageURL:
+        raise
+    except ValueError as exc:  # the URL was checked before: the credential settings are incomplete
+        msg = f"landing_zone.credential {credential}: {exc}"
+        raise ConfigError(msg) from None
+    try:
+        with storage:
+            storage.check(create_root=False, probe_write=True)
+    except StorageError as exc:
+        msg = f"landing_zone.url {url.strip()}: {exc}"  # a URL with a query was refused before
+        raise type(exc)(msg, path=exc.path, operation=exc.operation) from None
 
 
 def check_local_folder(folder: str, setting: str) -> None:
