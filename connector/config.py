@@ -23,6 +23,9 @@ from pydantic_settings import (
 
 from connector.errors import ConfigError
 
+CredentialKind = Literal["default", "workload_identity", "managed_identity", "client_secret", "client_certificate"]
+"""An Azure identity of ``connector.storage.credentials`` (every ``credential`` setting takes one)."""
+
 _SECRET_REFERENCE = re.compile(r"\$\{(env|file):([^}]+)\}")
 _SECRET_KEY_HINTS = ("password", "secret", "jaas", "token", "key")
 
@@ -185,9 +188,7 @@ class DeadLetterSettings(_Frozen):
         description="kind folder: local folder or OneLake / ADLS Gen2 URL outside the landing zone; "
         "default <checkpoint>/_deadletter.",
     )
-    credential: Literal["default", "workload_identity", "managed_identity", "client_secret", "client_certificate"] = (
-        Field("default", description="Azure identity for a OneLake / ADLS Gen2 url.")
-    )
+    credential: CredentialKind = Field("default", description="Azure identity for a OneLake / ADLS Gen2 url.")
     topic: str | None = Field(None, description="kind kafka: the dead-letter topic (must exist).")
     bootstrap_servers: str | None = Field(None, description="kind kafka: default source.bootstrap_servers.")
     producer_options: dict[str, str] = Field(
@@ -240,9 +241,7 @@ class LandingZoneSettings(_Frozen):
     """The open-mirroring landing zone."""
 
     url: str = Field("./landing-zone", description="Local folder, or a OneLake / ADLS Gen2 URL.")
-    credential: Literal["default", "workload_identity", "managed_identity", "client_secret", "client_certificate"] = (
-        "default"
-    )
+    credential: CredentialKind = "default"
 
 
 class MetricsSettings(_Frozen):
@@ -286,8 +285,8 @@ class FabricStatusSettings(_Frozen):
         description="kind monitoring: the Monitoring folder (local folder or OneLake URL); default: beside the "
         "landing zone when landing_zone.url ends in /LandingZone (.../Files/Monitoring).",
     )
-    credential: Literal["default", "workload_identity", "managed_identity", "client_secret", "client_certificate"] = (
-        Field("default", description="Azure identity for the REST API (or a OneLake monitoring_url).")
+    credential: CredentialKind = Field(
+        "default", description="Azure identity for the REST API (or a OneLake monitoring_url)."
     )
     bearer_token: SecretStr | None = Field(
         None, description="kind rest: static bearer token instead of the Azure identity; ${env:X}/${file:P}."

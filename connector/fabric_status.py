@@ -64,7 +64,7 @@ import orjson
 from azure.core.exceptions import AzureError
 from pydantic import SecretStr
 
-from connector.config import resolve_secret_references
+from connector.config import CredentialKind, resolve_secret_references
 from connector.errors import ConfigError
 from connector.landing.layout import TableRef
 from connector.storage import Storage, open_storage
@@ -307,7 +307,7 @@ def static_token(secret: SecretStr) -> TokenSource:
     return token
 
 
-def identity_token(kind: str, setting: str) -> TokenSource:
+def identity_token(kind: CredentialKind, setting: str) -> TokenSource:
     """Tokens for the Fabric REST API from the azure-identity credential of ``kind`` (``AZURE_*`` variables).
 
     Raises:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from connector.config import CredentialKind
 from connector.storage.base import FileInfo, Storage, join
 from connector.storage.local import LocalStorage
 
@@ -13,7 +14,7 @@ def is_remote(url: str) -> bool:
     return url.startswith(("https://", "http://", "abfss://", "abfs://"))
 
 
-def open_storage(url: str, credential: str = "default") -> Storage:
+def open_storage(url: str, credential: CredentialKind = "default") -> Storage:
     """Open the backend for ``url`` (pyiceberg's scheme-based selection)."""
     if not is_remote(url):
         return LocalStorage(url)

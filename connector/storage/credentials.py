@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from azure.core.credentials import AccessToken, TokenCredential
 from azure.identity import (
@@ -30,10 +30,10 @@ from azure.identity import (
 )
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from connector.config import CredentialKind
+
 #: The only token scope the connector requests: Azure Storage, which OneLake accepts too.
 STORAGE_SCOPE = "https://storage.azure.com/.default"
-
-CredentialKind = Literal["default", "client_secret", "client_certificate", "workload_identity", "managed_identity"]
 
 # The variable names azure-identity's EnvironmentCredential and WorkloadIdentityCredential read, reused so
 # an operator sets one set of variables whatever the kind.
@@ -143,7 +143,7 @@ class StorageIdentity:
     """
 
     credential: TokenCredential = field(repr=False)
-    kind: str
+    kind: CredentialKind
     description: str
 
     def close(self) -> None:
@@ -250,14 +250,14 @@ def build_credential(
     )
 
 
-def describe(kind: str, tenant_id: str | None, client_id: str | None) -> str:
+def describe(kind: CredentialKind, tenant_id: str | None, client_id: str | None) -> str:
     """Return a log-safe description of an identity: its kind and, when known, tenant and client id."""
     parts = [f"tenant {tenant_id}" if tenant_id else "", f"client id {client_id}" if client_id else ""]
     details = ", ".join(p for p in parts if p)
     return f"{kind} ({details})" if details else kind
 
 
-def _require_ids(kind: str, tenant_id: str | None, client_id: str | None) -> tuple[str, str]:
+def _require_ids(kind: CredentialKind, tenant_id: str | None, client_id: str | None) -> tuple[str, str]:
     if tenant_id and client_id:
         return tenant_id, client_id
     missing = []

@@ -8,14 +8,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connector.config import MirrorSettings, SourceSettings
+from connector.config import CredentialKind, MirrorSettings, SourceSettings
 from connector.errors import DecodeError, LandingZoneCorrupt
 from connector.events import KafkaRecord
 from connector.kcat import kcat_records_table, parse_kcat_line
+from connector.landing.batch_result import BatchResult
 from connector.landing.deadletter import DeadLetterWriter
 from connector.landing.fence import WriterFence
 from connector.landing.ledger import STATE_FILE
-from connector.landing.sink import BatchResult, MirrorSink
+from connector.landing.sink import MirrorSink
 from connector.storage import open_storage
 from connector.stream.records_batch import publish_records_table
 
@@ -71,7 +72,7 @@ def convert(
     checkpoint: str | None,
     mirror: MirrorSettings,
     batch_size: int = 100_000,
-    credential: str = "default",
+    credential: CredentialKind = "default",
     *,
     columnar: bool = True,
     source: SourceSettings | None = None,
