@@ -18,7 +18,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 from connector import __version__
 from connector.errors import ConfigError
 from connector.fabric_status import FabricTableStatus
-from connector.landing.sink import BatchResult, MirrorSink
+from connector.landing.batch_result import BatchResult
+from connector.landing.sink import MirrorSink
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 

@@ -1,4 +1,4 @@
-"""Where things live in the landing zone: table folders and the 20-digit file names."""
+"""Where things live in the landing zone: table folders (and finding them) and the 20-digit file names."""
 
 from __future__ import annotations
 
@@ -6,12 +6,20 @@ import re
 from dataclasses import dataclass
 
 from connector.config import MirrorSettings
+from connector.storage.base import Storage
 
 FILE_NUMBER_DIGITS = 20
 PROCESSED_FOLDERS = ("_ProcessedFiles", "_FilesReadyToDelete")
 METADATA_FILE = "_metadata.json"
 PARTNER_EVENTS_FILE = "_partnerEvents.json"
 STAGED_PREFIX = "_staged_"
+"""Prefix of a staged data file: written before its batch's plan is recorded, published by renaming it to its
+number. Not the storage layer's ``TEMP_PREFIX`` (``_tmp_``): start-up deletes every ``_tmp_`` file unasked,
+while a staged file a recorded plan names must survive a crash so recovery can publish it."""
+SCHEMA_SUFFIX = ".schema"
+# Root and table-level folders that are not tables: the mirroring service's and the connector's own (``_``),
+# and hidden ones a person keeps beside the tables (``.``).
+_NOT_TABLE_PREFIXES = ("_", ".")
 
 _DATA_FILE = re.compile(r"^(\d{20})\.([A-Za-z0-9]+)$")
 
@@ -64,3 +72,27 @@ def staged_file_name(batch_id: int, number: int, extension: str) -> str:
 def decimal_column_key(table: TableRef, column: str) -> str:
     """Key of ``mirror.decimal_columns``: ``schema.table.column``."""
     return f"{table.id}.{column}"
+
+
+def discover_tables(storage: Storage) -> list[TableRef]:
+    """Table folders of the landing zone, sorted by table id.
+
+    Folders starting with ``_`` are not tables (the mirroring service ignores them, and the connector
+    uses the prefix for its own files); nor are hidden folders starting with ``.`` (a ``.state`` folder
+    that a person keeps beside the tables is not data to replay). A root folder ``<schema>.schema``
+    holds one folder per table; any other root folder is a table without a schema.
+    """
+    tables: list[TableRef] = []
+    for entry in storage.list_dir(""):
+        name = entry.path.rsplit("/", 1)[-1]
+        if not entry.is_dir or name.startswith(_NOT_TABLE_PREFIXES):
+            continue
+        if name.endswith(SCHEMA_SUFFIX) and len(name) > len(SCHEMA_SUFFIX):
+            schema = name[: -len(SCHEMA_SUFFIX)]
+            for child in storage.list_dir(entry.path):
+                child_name = child.path.rsplit("/", 1)[-1]
+                if child.is_dir and not child_name.startswith(_NOT_TABLE_PREFIXES):
+                    tables.append(TableRef(schema, child_name))
+        else:
+            tables.append(TableRef(None, name))
+    return sorted(tables, key=lambda table: table.id)

@@ -12,18 +12,18 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pyarrow as pa
 
 from connector.config import MirrorSettings, SourceSettings
-from connector.debezium.types import type_name
 from connector.errors import ConfigError, LandingZoneCorrupt, TableStopped
-from connector.events import ROW_MARKER_COLUMN, KafkaRecord, SkipCounts
-from connector.landing.collect import CollectContext, Collected, SliceCollector, TablePiece
+from connector.events import ROW_MARKER_COLUMN, KafkaRecord
+from connector.landing.batch_result import BatchResult
+from connector.landing.collect import CollectContext, Collected, SliceCollector
 from connector.landing.deadletter import DeadLetter, DeadLetterWriter, dead_letter_in_use
 from connector.landing.encoding import FileFormat
-from connector.landing.layout import TableRef, data_file_name, staged_file_name
+from connector.landing.layout import TableRef, data_file_name, discover_tables, staged_file_name
 from connector.landing.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
 from connector.landing.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
 from connector.landing.publisher import digest, highest_number, publish_file, remove_orphans
@@ -37,63 +37,10 @@ from connector.landing.rebuild import (
 )
 from connector.landing.rowmarker import ToastStore, ToastStores
 from connector.landing.source_offsets import check_batch
+from connector.landing.table_rows import TableRows, merge_schema, merge_slices
 from connector.storage.base import Storage, join
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TableResult:
-    """What one batch did for one table."""
-
-    rows: int = 0
-    files: int = 0
-    bytes: int = 0
-    events: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class BatchResult:
-    """What one batch did, for logs, metrics and the CLI's summary."""
-
-    batch_id: int
-    tables: dict[str, TableResult] = field(default_factory=dict)
-    skipped: SkipCounts = field(default_factory=SkipCounts)
-    stopped: dict[str, str] = field(default_factory=dict)
-    max_source_ts_ms: int | None = None
-    already_committed: bool = False
-    records: int = 0
-    dead_letters: dict[str, int] = field(default_factory=dict)
-    duration_s: float = 0.0
-
-    @property
-    def rows(self) -> int:
-        """Rows published by the batch."""
-        return sum(t.rows for t in self.tables.values())
-
-    @property
-    def files(self) -> int:
-        """Files published by the batch."""
-        return sum(t.files for t in self.tables.values())
-
-    def table(self, table_id: str) -> TableResult:
-        """The result entry for ``table_id``, created on first use."""
-        return self.tables.setdefault(table_id, TableResult())
-
-
-@dataclass
-class TableRows:
-    """One table's rows of a whole batch: the slices' pieces joined in (topic, partition, offset) order."""
-
-    ref: TableRef
-    key_columns: tuple[str, ...]
-    table: pa.Table | None
-    snapshot_only: bool
-    max_source_ts_ms: int | None
-    connector: str | None
-
-    def __len__(self) -> int:
-        return 0 if self.table is None else self.table.num_rows
 
 
 class MirrorSink:
@@ -258,9 +205,9 @@ class MirrorSink:
             if local or records is not None:
                 collector = SliceCollector(self.collect_context(defer_keep_last=False), self._toast)
                 slices = [*slices, collector.collect(itertools.chain(local, records or ()))]
-            tables, recreate, refs, topics = self._merge(slices, result)
+            merged = merge_slices(slices, result)
             self._dead_letter(batch_id, slices, result)
-            plan = self._stage(batch_id, tables, refs, recreate, result, topics)
+            plan = self._stage(batch_id, merged.tables, merged.refs, merged.recreate, result, merged.topics)
             if plan.files:
                 self.ledger.write_plan(plan)
                 self._publish(plan, result)
@@ -276,54 +223,6 @@ class MirrorSink:
         self._toast.commit()
         result.duration_s = time.monotonic() - started
         return result
-
-    # -- merge slices ----------------------------------------------------------------------------------
-
-    def _merge(
-        self, slices: Sequence[Collected], result: BatchResult
-    ) -> tuple[dict[str, TableRows], set[str], dict[str, TableRef], dict[str, str]]:
-        """Join the slices' pieces per table, in (topic, partition, offset) order; also each table's topic."""
-        pieces: dict[str, list[TablePiece]] = {}
-        refs: dict[str, TableRef] = {}
-        topics: dict[str, str] = {}
-        for part in slices:
-            result.records += part.records
-            for kind, count in part.skipped.by_kind.items():
-                result.skipped.add(kind, count)
-            for problem in part.problems:
-                log.error("malformed input: %s", problem)
-            if part.problems:
-                result.skipped.add("malformed", len(part.problems))
-            for tid, reason in part.stopped.items():
-                result.stopped.setdefault(tid, reason)
-                refs[tid] = part.stopped_refs[tid]
-            topics.update(part.stopped_topics)
-            for tid, piece in part.pieces.items():
-                pieces.setdefault(tid, []).append(piece)
-                topics.setdefault(tid, piece.first[0])
-        tables: dict[str, TableRows] = {}
-        recreate: set[str] = set()
-        for tid, found in pieces.items():
-            found.sort(key=lambda p: p.first)
-            counts = result.table(tid).events
-            for piece in found:
-                for op, count in piece.events.items():
-                    counts[op] = counts.get(op, 0) + count
-            restart = max((i for i, p in enumerate(found) if p.recreate), default=None)
-            if restart is not None:
-                recreate.add(tid)
-                found = found[restart:]
-            refs[tid] = found[0].ref
-            try:
-                tables[tid] = _join(tid, found)
-            except TableStopped as exc:
-                result.stopped.setdefault(tid, exc.reason)
-                log.error("%s", exc)
-                continue
-            ts_ms = tables[tid].max_source_ts_ms
-            if ts_ms is not None:
-                result.max_source_ts_ms = max(result.max_source_ts_ms or 0, ts_ms)
-        return tables, recreate, refs, topics
 
     def _dead_letter(self, batch_id: int, slices: Sequence[Collected], result: BatchResult) -> None:
         """Poison records go out before any file of the batch is published (a replay writes them again)."""
@@ -436,7 +335,7 @@ class MirrorSink:
         table = batch.table
         assert table is not None  # noqa: S101 - callers pass tables with rows
         data_schema = pa.schema([f for f in table.schema if f.name != ROW_MARKER_COLUMN])
-        merged = _merge_schema(ref.id, established, data_schema)
+        merged = merge_schema(ref.id, established, data_schema)
         omit_marker = (
             self.mirror.omit_row_marker_for_snapshot
             and not self._format.is_delimited
@@ -521,62 +420,5 @@ class MirrorSink:
 
     def _table_folders(self) -> list[str]:
         folders = {t.folder for t in self.ledger.state.tables.values()}
-        for info in self.landing.list_dir(""):
-            if not info.is_dir or info.path.startswith("_"):
-                continue
-            if info.path.endswith(".schema"):
-                folders.update(child.path for child in self.landing.list_dir(info.path) if child.is_dir)
-            else:
-                folders.add(info.path)
+        folders.update(table.folder for table in discover_tables(self.landing))
         return sorted(folders)
-
-
-def _merge_schema(tid: str, established: pa.Schema | None, batch: pa.Schema) -> pa.Schema:
-    """Union of columns; a column whose type changed stops the table (mirroring would stop it too)."""
-    if established is None:
-        return batch
-    fields = list(established)
-    known = {f.name: f for f in established}
-    for new in batch:
-        old = known.get(new.name)
-        if old is None:
-            fields.append(new)
-        elif old.type != new.type:
-            raise TableStopped(
-                tid,
-                f"column {new.name!r} changed type from {type_name(old.type)} to {type_name(new.type)}; open "
-                "mirroring stops a table on a type change: drop the table folder and reload the table to recover",
-            )
-    return pa.schema(fields)
-
-
-def _join(tid: str, pieces: list[TablePiece]) -> TableRows:
-    """One table of the batch from its pieces (already in order); pieces disagreeing on keys or types stop it."""
-    keys = {p.key_columns for p in pieces if p.rows}
-    if len(keys) > 1:
-        raise TableStopped(
-            tid,
-            f"key columns differ within the batch ({sorted(list(k) for k in keys)}); keyColumns can never change: "
-            "drop the table folder to reload it",
-        )
-    arrows = [p.table for p in pieces if p.table is not None and p.table.num_rows]
-    table: pa.Table | None = arrows[0] if arrows else None
-    if len(arrows) > 1:
-        try:
-            table = pa.concat_tables(arrows, promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            where = ", ".join(f"{t}[{p}]@{o}" for t, p, o in (piece.first for piece in pieces))
-            raise TableStopped(tid, f"column types differ between partitions ({where}): {exc}") from exc
-        if table.column_names[-1] != ROW_MARKER_COLUMN:
-            # Columns only later pieces have were appended after the marker; it must stay last.
-            order = [n for n in table.column_names if n != ROW_MARKER_COLUMN] + [ROW_MARKER_COLUMN]
-            table = table.select(order)
-    with_rows = [p for p in pieces if p.rows]
-    return TableRows(
-        ref=pieces[0].ref,
-        key_columns=next(iter(keys)) if keys else pieces[0].key_columns,
-        table=table,
-        snapshot_only=all(p.snapshot_only for p in with_rows),
-        max_source_ts_ms=max((p.max_source_ts_ms for p in pieces if p.max_source_ts_ms is not None), default=None),
-        connector=next((p.connector for p in pieces if p.connector), None),
-    )

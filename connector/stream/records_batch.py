@@ -10,8 +10,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 from connector.kcat import kcat_records_table
+from connector.landing.batch_result import BatchResult
 from connector.landing.columnar import collect_in_lane
-from connector.landing.sink import BatchResult, MirrorSink
+from connector.landing.sink import MirrorSink
 from connector.stream.source import records_from_arrow
 
 

@@ -40,14 +40,13 @@ import pyarrow as pa
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing.fabric_types import fabric_type_problem
-from connector.landing.layout import TableRef
+from connector.landing.layout import TableRef, discover_tables
 from connector.storage import open_storage
 from connector.storage.base import Storage
 from connector.tools.landing_reader import (
     PARQUET,
     DataFile,
     column_is_all_null,
-    discover_tables,
     list_data_files,
     read_data_file,
     read_table_metadata,

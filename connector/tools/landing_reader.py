@@ -31,7 +31,7 @@ from connector.landing.layout import (
     TableRef,
     parse_data_file_name,
 )
-from connector.storage.base import Storage, join
+from connector.storage.base import TEMP_PREFIX, Storage, join
 from connector.storage.local import LocalStorage
 
 
@@ -46,10 +46,6 @@ def arrow_owned(data: bytes) -> pa.Buffer:
     stream.write(data)
     return stream.getvalue()
 
-
-SCHEMA_SUFFIX = ".schema"
-TMP_PREFIX = "_tmp_"
-"""Prefix of the write-aside files of ``LocalStorage``; one left behind means a write was interrupted."""
 
 DELIMITED_DATA_TYPES = frozenset(
     {"Double", "Single", "Int16", "Int64", "Int32", "DateTime", "IDate", "ITime", "String", "Boolean", "ByteArray"}
@@ -154,10 +150,7 @@ def basename(path: str) -> str:
 
 def is_leftover(name: str) -> bool:
     """Whether ``name`` is a staged or write-aside file that a finished write would not leave behind."""
-    return name.startswith((STAGED_PREFIX, TMP_PREFIX))
-
-
-_NOT_TABLE_PREFIXES = ("_", ".")
+    return name.startswith((STAGED_PREFIX, TEMP_PREFIX))
 
 
 def require_landing_zone(storage: Storage, url: str) -> None:
@@ -174,30 +167,6 @@ def require_landing_zone(storage: Storage, url: str) -> None:
         what = "is not a directory" if Path(url).exists() else "does not exist"
         msg = f"landing zone {url} {what}"
         raise ConfigError(msg)
-
-
-def discover_tables(storage: Storage) -> list[TableRef]:
-    """Table folders of the landing zone, sorted by table id.
-
-    Folders starting with ``_`` are not tables (the mirroring service ignores them, and the connector
-    uses the prefix for its own files); nor are hidden folders starting with ``.`` (a ``.state`` folder
-    that a person keeps beside the tables is not data to replay). A root folder ``<schema>.schema``
-    holds one folder per table; any other root folder is a table without a schema.
-    """
-    tables: list[TableRef] = []
-    for entry in storage.list_dir(""):
-        name = basename(entry.path)
-        if not entry.is_dir or name.startswith(_NOT_TABLE_PREFIXES):
-            continue
-        if name.endswith(SCHEMA_SUFFIX) and len(name) > len(SCHEMA_SUFFIX):
-            schema = name[: -len(SCHEMA_SUFFIX)]
-            for child in storage.list_dir(entry.path):
-                child_name = basename(child.path)
-                if child.is_dir and not child_name.startswith(_NOT_TABLE_PREFIXES):
-                    tables.append(TableRef(schema, child_name))
-        else:
-            tables.append(TableRef(None, name))
-    return sorted(tables, key=lambda table: table.id)
 
 
 def read_json(storage: Storage, path: str) -> Any:

@@ -38,14 +38,13 @@ import pyarrow.parquet as pq
 
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, RowMarker
-from connector.landing.layout import TableRef
+from connector.landing.layout import TableRef, discover_tables
 from connector.storage import open_storage
 from connector.storage.base import Storage
 from connector.tools.landing_reader import (
     PARQUET,
     DataFile,
     column_is_all_null,
-    discover_tables,
     list_data_files,
     read_data_file,
     read_table_metadata,

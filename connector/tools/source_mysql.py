@@ -36,10 +36,10 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from connector.errors import ConfigError, ConnectorError, LandingZoneCorrupt
-from connector.landing.layout import TableRef
+from connector.landing.layout import TableRef, discover_tables
 from connector.storage import open_storage
 from connector.tools.delta_oracle import apply_table_to_delta
-from connector.tools.landing_reader import discover_tables, read_table_metadata, require_landing_zone
+from connector.tools.landing_reader import read_table_metadata, require_landing_zone
 from connector.tools.verify import TableReport
 
 #: URL schemes this module reads (``verify`` dispatches on them).

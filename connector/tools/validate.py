@@ -35,18 +35,23 @@ import pyarrow.compute as pc
 
 from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing.fabric_types import fabric_type_problem
-from connector.landing.layout import METADATA_FILE, PARTNER_EVENTS_FILE, PROCESSED_FOLDERS, TableRef
+from connector.landing.layout import (
+    METADATA_FILE,
+    PARTNER_EVENTS_FILE,
+    PROCESSED_FOLDERS,
+    SCHEMA_SUFFIX,
+    TableRef,
+    discover_tables,
+)
 from connector.storage.base import Storage, join
 from connector.tools.landing_reader import (
     DELIMITED_DATA_TYPES,
     PARQUET,
-    SCHEMA_SUFFIX,
     DataFile,
     TableFormat,
     TableListing,
     UnreadableFile,
     basename,
-    discover_tables,
     is_delimited,
     is_leftover,
     read_data_file,

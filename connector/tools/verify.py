@@ -26,9 +26,10 @@ from typing import Any
 import pyarrow as pa
 
 from connector.errors import LandingZoneCorrupt
+from connector.landing.layout import discover_tables
 from connector.storage import open_storage
 from connector.tools.delta_oracle import apply_table_to_delta
-from connector.tools.landing_reader import discover_tables, read_table_metadata, require_landing_zone
+from connector.tools.landing_reader import read_table_metadata, require_landing_zone
 
 Row = dict[str, Any]
 

@@ -20,8 +20,9 @@ import pytest
 from connector.config import MirrorSettings, SchemaRegistrySettings, SourceSettings
 from connector.debezium import avro as avro_module
 from connector.events import KafkaRecord
+from connector.landing.batch_result import BatchResult
 from connector.landing.deadletter import FolderDeadLetterWriter
-from connector.landing.sink import BatchResult, MirrorSink
+from connector.landing.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from connector.tools.replay import replay_landing_zone
 from connector.tools.validate import validate_landing_zone

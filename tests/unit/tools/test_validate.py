@@ -14,8 +14,9 @@ import pytest
 
 from connector.cli import main
 from connector.events import ROW_MARKER_COLUMN
+from connector.landing.layout import discover_tables
 from connector.storage.local import LocalStorage
-from connector.tools.landing_reader import discover_tables, list_data_files, read_data_file, table_format
+from connector.tools.landing_reader import list_data_files, read_data_file, table_format
 from connector.tools.validate import Problem, validate_landing_zone
 
 TABLE = "dbo.schema/orders"

@@ -1,0 +1,46 @@
+"""What one batch did, per table: for logs, metrics, the CLI's summary and ``convert``'s totals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from connector.events import SkipCounts
+
+
+@dataclass
+class TableResult:
+    """What one batch did for one table."""
+
+    rows: int = 0
+    files: int = 0
+    bytes: int = 0
+    events: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class BatchResult:
+    """What one batch did, for logs, metrics and the CLI's summary."""
+
+    batch_id: int
+    tables: dict[str, TableResult] = field(default_factory=dict)
+    skipped: SkipCounts = field(default_factory=SkipCounts)
+    stopped: dict[str, str] = field(default_factory=dict)
+    max_source_ts_ms: int | None = None
+    already_committed: bool = False
+    records: int = 0
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        """Rows published by the batch."""
+        return sum(t.rows for t in self.tables.values())
+
+    @property
+    def files(self) -> int:
+        """Files published by the batch."""
+        return sum(t.files for t in self.tables.values())
+
+    def table(self, table_id: str) -> TableResult:
+        """The result entry for ``table_id``, created on first use."""
+        return self.tables.setdefault(table_id, TableResult())
