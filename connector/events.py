@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 from typing import Any, NamedTuple
 
 
@@ -17,6 +17,24 @@ class RowMarker(IntEnum):
 
 
 ROW_MARKER_COLUMN = "__rowMarker__"
+
+
+class Op(StrEnum):
+    """Debezium's ``op`` codes that change a table (a ``str``: a member equals and hashes as its letter).
+
+    ``Op.X`` is a class-attribute lookup of about 0.1 µs on Python 3.11, so code that runs per record binds
+    the members it compares with to module-level names once.
+    """
+
+    CREATE = "c"
+    READ = "r"  # a snapshot read
+    UPDATE = "u"
+    DELETE = "d"
+    TRUNCATE = "t"
+
+
+ROW_OPS = frozenset({Op.CREATE, Op.READ, Op.UPDATE, Op.DELETE})
+"""The ops that carry a row; a truncate carries none."""
 
 
 class KafkaRecord(NamedTuple):

@@ -16,10 +16,12 @@ import orjson
 
 from connector.debezium.types import DEFAULT_POLICY, ColumnType, TypePolicy, column_type_from_schema
 from connector.errors import DecodeError
-from connector.events import KafkaRecord
+from connector.events import KafkaRecord, Op
 
-CHANGE_OPS = frozenset({"c", "u", "d", "r"})
-TRUNCATE_OP = "t"
+_OPS: dict[str, Op] = {op.value: op for op in Op}
+_NEEDS_AFTER = frozenset({Op.CREATE, Op.READ, Op.UPDATE})
+_DELETE = Op.DELETE
+_MESSAGE_OP = "m"  # a logical-decoding message: noise, not a change
 
 _SCHEMA_PREFIX = b'{"schema":'
 _PAYLOAD_SEPARATOR = b',"payload":'
@@ -34,7 +36,7 @@ class ChangeEvent(NamedTuple):
     """
 
     record: KafkaRecord
-    op: str
+    op: Op
     before: dict[str, Any] | None
     after: dict[str, Any] | None
     key: dict[str, Any] | None
@@ -204,18 +206,22 @@ def event_from_payload(
     Raises:
         DecodeError: the payload is neither a change event nor known noise.
     """
-    op = payload.get("op")
-    if op is None:
+    raw_op = payload.get("op")
+    if raw_op is None:
         return Noise(record, _classify_opless(record, payload))
-    if op == "m":
+    if raw_op == _MESSAGE_OP:
         return Noise(record, "message")
-    if op not in CHANGE_OPS and op != TRUNCATE_OP:
-        raise DecodeError(record.topic, record.partition, record.offset, f"unknown op {op!r}")
+    try:
+        op = _OPS.get(raw_op)
+    except TypeError:  # an unhashable op (a list or an object) is as unknown as any other
+        op = None
+    if op is None:
+        raise DecodeError(record.topic, record.partition, record.offset, f"unknown op {raw_op!r}")
     before = payload.get("before")
     after = payload.get("after")
-    if op in ("c", "r", "u") and not isinstance(after, dict):
-        raise DecodeError(record.topic, record.partition, record.offset, f"op {op!r} without an 'after' row")
-    if op == "d" and not isinstance(before, dict) and record.key is None:
+    if op in _NEEDS_AFTER and not isinstance(after, dict):
+        raise DecodeError(record.topic, record.partition, record.offset, f"op {raw_op!r} without an 'after' row")
+    if op is _DELETE and not isinstance(before, dict) and record.key is None:
         raise DecodeError(record.topic, record.partition, record.offset, "delete with neither 'before' nor a key")
     key, key_fields = read_key()
     source = payload.get("source") or {}

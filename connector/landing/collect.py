@@ -23,13 +23,16 @@ from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, Noise
 from connector.debezium.types import ConversionError, type_policy
 from connector.errors import DecodeError, TableStopped
-from connector.events import KafkaRecord, SkipCounts
+from connector.events import KafkaRecord, Op, SkipCounts
 from connector.landing.batching import DeclaredDecimal, TableBatch
 from connector.landing.deadletter import DeadLetter, poison_policy
 from connector.landing.layout import TableRef, table_for_topic
 from connector.landing.rowmarker import RowMarkerMapper, ToastStores
 
 log = logging.getLogger(__name__)
+
+# Compared with once a record: bound once (see ``Op``).
+_TRUNCATE, _READ = Op.TRUNCATE, Op.READ
 
 Position = tuple[str, int, int]
 
@@ -162,7 +165,7 @@ class SliceCollector:
                 refs[tid] = ref
             counts[op] = counts.get(op, 0) + 1
             try:
-                if op == "t":
+                if op == _TRUNCATE:
                     self._truncate(tid, decoded, settings, tables, recreated, out)
                     continue
                 table = tables.get(tid)
@@ -177,7 +180,7 @@ class SliceCollector:
                     batch.markers.append(marker)
                     batch.rows.append(row)
                     batch.records.append(record)
-                if op != "r":
+                if op != _READ:
                     batch.snapshot_only = False
                 if table.connector is None:
                     connector = decoded.source.get("connector")

@@ -36,7 +36,7 @@ from connector.debezium.connect_decimal import decimals_from_base64
 from connector.debezium.envelope import EnvelopeDecoder, wrapped_payload_start
 from connector.debezium.types import ColumnType, ConversionError, floor_nanos_to_micros, to_arrow, type_policy
 from connector.errors import ConnectorError
-from connector.events import ROW_MARKER_COLUMN, KafkaRecord, RowMarker
+from connector.events import ROW_MARKER_COLUMN, ROW_OPS, KafkaRecord, Op, RowMarker
 from connector.landing.batching import MARKER_TYPE, established_type
 from connector.landing.collect import CollectContext, Collected, TablePiece
 from connector.landing.layout import TableRef, table_for_topic
@@ -44,7 +44,6 @@ from connector.landing.rowmarker import placeholder_values
 
 log = logging.getLogger(__name__)
 
-_CHANGE_OPS = ["c", "r", "u", "d"]
 _SCHEMA_PREFIX = b'{"schema":'
 
 # A JSON scalar as a key holds it: the row path parses such keys with orjson, so the pattern only admits
@@ -197,7 +196,7 @@ class ColumnarLane:
             table=arrow,
             first=(topic, first.partition, first.offset),
             events=events,
-            snapshot_only=set(events) == {"r"},
+            snapshot_only=set(events) == {Op.READ},
             max_source_ts_ms=max_ts if isinstance(max_ts, int) else None,
             connector=_first_connector(parsed.column("connector")),
         )
@@ -285,7 +284,7 @@ class ColumnarLane:
         if self._holds_placeholder(parsed):
             _leave("a value is an unavailable (TOASTed) placeholder")
         ops = parsed.column("op")
-        if ops.null_count or not pc.all(pc.is_in(ops, pa.array(_CHANGE_OPS))).as_py():
+        if ops.null_count or not pc.all(pc.is_in(ops, pa.array([op.value for op in ROW_OPS]))).as_py():
             _leave("a record is not a c/r/u/d change event")
         return parsed
 
@@ -308,7 +307,8 @@ class ColumnarLane:
         ops = parsed.column("op").combine_chunks()
         before = parsed.column("before").combine_chunks()
         after = parsed.column("after").combine_chunks()
-        is_delete = pc.equal(ops, "d")
+        is_delete = pc.equal(ops, Op.DELETE.value)
+        is_update = pc.equal(ops, Op.UPDATE.value)
         if pc.any(pc.and_(pc.invert(is_delete), pc.is_null(after))).as_py():
             _leave("a create or update has no 'after' row")
         before_columns = dict(zip(row_columns, before.flatten(), strict=True))
@@ -323,13 +323,13 @@ class ColumnarLane:
             same = pc.or_(pc.fill_null(pc.equal(old, new), False), pc.and_(pc.is_null(old), pc.is_null(new)))
             key_changed = pc.or_(key_changed, pc.invert(same))
             # A delete row (or the delete half of a key change) without its key would need the record key.
-            needs_key = pc.and_(pc.is_null(old), pc.or_(is_delete, pc.and_(pc.equal(ops, "u"), has_before)))
+            needs_key = pc.and_(pc.is_null(old), pc.or_(is_delete, pc.and_(is_update, has_before)))
             if pc.any(needs_key).as_py():
                 _leave("a delete row lacks a key column in 'before'")
-        split = pc.and_(pc.and_(pc.equal(ops, "u"), has_before), key_changed).to_numpy(zero_copy_only=False)
+        split = pc.and_(pc.and_(is_update, has_before), key_changed).to_numpy(zero_copy_only=False)
         op_codes = ops.to_numpy(zero_copy_only=False)
         markers = np.full(len(op_codes), int(insert), dtype=np.int32)
-        markers[op_codes == "u"] = int(RowMarker.UPDATE)
+        markers[op_codes == Op.UPDATE.value] = int(RowMarker.UPDATE)
         markers[split] = int(insert)
         deletes = is_delete.to_numpy(zero_copy_only=False)
         markers[deletes] = int(RowMarker.DELETE)
@@ -513,8 +513,9 @@ def _first_row_columns(payload: bytes, first: KafkaRecord) -> list[str]:
     if not isinstance(event, dict):
         _leave(f"{first.position}: the first payload is not an object")
     before, after = event.get("before"), event.get("after")
-    row = before if event.get("op") == "d" else after
-    if event.get("op") == "u" and isinstance(before, dict) and isinstance(after, dict) and list(before) != list(after):
+    op = event.get("op")
+    row = before if op == Op.DELETE else after
+    if op == Op.UPDATE and isinstance(before, dict) and isinstance(after, dict) and list(before) != list(after):
         _leave(f"{first.position}: the first update's before and after order their columns differently")
     if not isinstance(row, dict):
         _leave(f"{first.position}: the first event has no row")

@@ -17,11 +17,15 @@ import orjson
 
 from connector.debezium.envelope import ChangeEvent
 from connector.errors import TableStopped
-from connector.events import RowMarker
+from connector.events import Op, RowMarker
 
 Row = dict[str, Any]
 NEW_KEY_HEADER = "__debezium.newkey"
 KeyTuple = tuple[Any, ...]
+
+# ``rows`` runs per record: the ops it compares with, bound once (see ``Op``).
+_INSERT_OPS = frozenset({Op.CREATE, Op.READ})
+_UPDATE, _DELETE = Op.UPDATE, Op.DELETE
 
 
 def key_tuple(values: Mapping[str, Any], key_columns: Iterable[str]) -> KeyTuple:
@@ -170,10 +174,10 @@ class RowMarkerMapper:
     def rows(self, event: ChangeEvent) -> list[tuple[RowMarker, Row]]:
         """Marked rows for one change event, in the order they must be applied."""
         op = event.op
-        if op in ("c", "r"):
+        if op in _INSERT_OPS:
             after = self._fill_placeholders(event, event.after or {}, None)
             return [(self._insert, self._remember(after))]
-        if op == "u":
+        if op == _UPDATE:
             before = event.before
             after = event.after or {}
             after = self._fill_placeholders(event, after, before)
@@ -181,7 +185,7 @@ class RowMarkerMapper:
                 old = self._delete_row(event, before)
                 return [(RowMarker.DELETE, old), (self._insert, self._remember(after))]
             return [(RowMarker.UPDATE, self._remember(after))]
-        if op == "d":
+        if op == _DELETE:
             return [(RowMarker.DELETE, self._delete_row(event, event.before))]
         msg = f"op {op!r} has no row marker"
         raise ValueError(msg)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connector.errors import ConnectorError
+from connector.events import Op
 
 #: Converters whose output the connector decodes (JSON with or without schemas; Avro in the Confluent wire format).
 READABLE_CONVERTERS = frozenset(
@@ -109,14 +110,14 @@ def check_connector_config(
                 "BIGINT UNSIGNED values above 9223372036854775807 wrap to negative numbers in the mirror; use precise",
             )
     skipped = {op.strip().lower() for op in setting("skipped.operations").split(",") if op.strip()}
-    if "t" in skipped and truncate_policy != "ignore":
+    if Op.TRUNCATE in skipped and truncate_policy != "ignore":
         warn(
             "skipped.operations",
             setting("skipped.operations"),
             f"TRUNCATE never reaches Kafka, so mirror.truncate_policy '{truncate_policy}' never runs and the mirror "
             "keeps every truncated row; use none (or a list without t)",
         )
-    skipped_changes = sorted(skipped & {"c", "u", "d"})
+    skipped_changes = sorted(skipped & {Op.CREATE, Op.UPDATE, Op.DELETE})
     if skipped_changes:
         warn(
             "skipped.operations",
