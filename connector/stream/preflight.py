@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connector.config import ConnectorSettings, SourceSettings
+from connector.config import ConnectorSettings, CredentialKind, SourceSettings
 from connector.errors import ConfigError
 from connector.kafka_client import client_security_options
 from connector.metrics import metrics_port_problem
@@ -112,7 +112,7 @@ def check_landing_zone_url(url: str) -> None:
         raise ConfigError(msg) from None
 
 
-def check_remote_landing_zone(url: str, credential: str) -> None:
+def check_remote_landing_zone(url: str, credential: CredentialKind) -> None:
     """Prove a OneLake / ADLS Gen2 landing zone with the job's identity: list its folder, write a probe.
 
     The folder must exist already (Fabric creates ``Files/LandingZone`` with the mirrored database): a
