@@ -21,6 +21,7 @@ from connector.errors import ConfigError, LandingZoneCorrupt, TableStopped
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord
 from connector.landing.batch_result import BatchResult
 from connector.landing.collect import CollectContext, Collected, SliceCollector
+from connector.landing.collect_slice import collect_slice
 from connector.landing.deadletter import DeadLetter, DeadLetterWriter, dead_letter_in_use
 from connector.landing.encoding import FileFormat
 from connector.landing.layout import TableRef, data_file_name, discover_tables, staged_file_name
@@ -186,10 +187,20 @@ class MirrorSink:
         """Collect and publish one batch here, in this process. Re-running a committed batch id publishes nothing."""
         return self.process_collected(batch_id, [], records)
 
+    def process_table(self, batch_id: int, table: pa.Table, *, columnar: bool = True) -> BatchResult:
+        """Collect and publish one batch of Kafka records as Arrow columns here (``run --decode-on driver``)."""
+        return self.process_collected(batch_id, [], records_table=table, columnar=columnar)
+
     def process_collected(
-        self, batch_id: int, slices: Sequence[Collected], records: Iterable[KafkaRecord] | None = None
+        self,
+        batch_id: int,
+        slices: Sequence[Collected],
+        records: Iterable[KafkaRecord] | None = None,
+        *,
+        records_table: pa.Table | None = None,
+        columnar: bool = True,
     ) -> BatchResult:
-        """Publish one batch from slices collected elsewhere (plus ``records`` collected here).
+        """Publish one batch from slices collected elsewhere, plus ``records`` / ``records_table`` collected here.
 
         Records a slice deferred (``keep-last`` tables) are collected here with the TOAST stores.
         """
@@ -202,6 +213,10 @@ class MirrorSink:
         self.advance_rebuilds(batch_id)
         try:
             local = list(itertools.chain.from_iterable(s.deferred for s in slices))
+            if records_table is not None:
+                context = self.collect_context(defer_keep_last=False)
+                here = collect_slice(context, records_table, columnar=columnar, toast_stores=self._toast)
+                slices = [*slices, here]
             if local or records is not None:
                 collector = SliceCollector(self.collect_context(defer_keep_last=False), self._toast)
                 slices = [*slices, collector.collect(itertools.chain(local, records or ()))]

@@ -1,6 +1,6 @@
 """One batch of Kafka records as Arrow columns → the sink; shared by ``run`` (driver decoding) and ``convert``.
 
-The columnar lane takes the topics it can decode in bulk; the record-by-record path takes the rest. Kcat
+Collecting is ``connector.landing.collect_slice``, the same function the executors run. Kcat
 lines (the file source, and ``convert``'s dumps) are first read into the same record columns Spark's Kafka
 source gives, so they reach the lane too.
 """
@@ -11,9 +11,7 @@ import pyarrow as pa
 
 from connector.kcat import kcat_records_table
 from connector.landing.batch_result import BatchResult
-from connector.landing.columnar import collect_in_lane
 from connector.landing.sink import MirrorSink
-from connector.stream.source import records_from_arrow
 
 
 def publish_records_table(sink: MirrorSink, batch_id: int, table: pa.Table, *, columnar: bool = True) -> BatchResult:
@@ -26,8 +24,4 @@ def publish_records_table(sink: MirrorSink, batch_id: int, table: pa.Table, *, c
         records = kcat_records_table(lines)
         if records is not None:
             table = records
-    sink.advance_rebuilds(batch_id)  # a rebuilt table runs again from this batch: before the context
-    lane = collect_in_lane(sink.collect_context(defer_keep_last=False), table, enabled=columnar)
-    rest, problems = records_from_arrow(lane.rest)
-    lane.collected.problems.extend(problems)
-    return sink.process_collected(batch_id, [lane.collected], rest)
+    return sink.process_table(batch_id, table, columnar=columnar)

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from connector.landing.collect import CollectContext, Collected, SliceCollector
-from connector.landing.columnar import collect_in_lane, merge_lane
-from connector.stream.source import records_from_arrow
+from connector.landing.collect import CollectContext, Collected
+from connector.landing.collect_slice import collect_slice
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -42,11 +41,6 @@ def collect_partition(
     arrow_batches = list(batches)
     if not arrow_batches:
         return
-    table = pa.Table.from_batches(arrow_batches)
-    lane = collect_in_lane(context, table, enabled=columnar)
-    records, problems = records_from_arrow(lane.rest)
-    collected = SliceCollector(context).collect(records) if records else Collected()
-    collected.problems.extend(problems)
-    collected = merge_lane(lane.collected, collected)
+    collected = collect_slice(context, pa.Table.from_batches(arrow_batches), columnar=columnar)
     data = pickle.dumps(collected, protocol=pickle.HIGHEST_PROTOCOL)
     yield pa.RecordBatch.from_arrays([pa.array([data], type=pa.binary())], schema=_SLICE_SCHEMA)

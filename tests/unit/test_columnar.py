@@ -27,7 +27,8 @@ from connector.kcat import record_from_kcat
 from connector.landing import columnar
 from connector.landing.collect import CollectContext, Collected, SliceCollector
 from connector.landing.columnar import LaneResult, collect_in_lane, merge_lane
-from connector.stream.source import headers_needed, records_from_arrow
+from connector.record_columns import records_from_arrow
+from connector.stream.source import headers_needed
 from tests.support.debezium import Topic, decimal_field, encode_decimal, field
 
 DATA = Path(__file__).resolve().parents[1] / "data"

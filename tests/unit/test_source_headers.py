@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from connector.stream.source import records_from_arrow
+from connector.record_columns import records_from_arrow
 
 HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
 

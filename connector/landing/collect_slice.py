@@ -1,0 +1,27 @@
+"""Collecting one slice: the one function ``run`` (on the driver or the executors) and ``convert`` call.
+
+A slice is a set of Kafka records as Arrow columns (one Spark partition, one micro-batch, one ``convert``
+batch). The columnar lane takes the topics it can decode in bulk; the record-by-record path
+(``SliceCollector``) takes the rest; both give their pieces, skips, stops and dead letters in one
+``Collected``.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from connector.landing.collect import CollectContext, Collected, SliceCollector
+from connector.landing.columnar import collect_in_lane, merge_lane
+from connector.landing.rowmarker import ToastStores
+from connector.record_columns import records_from_arrow
+
+
+def collect_slice(
+    context: CollectContext, table: pa.Table, *, columnar: bool = True, toast_stores: ToastStores | None = None
+) -> Collected:
+    """Decode and mark one slice's records (``toast_stores``: the driver's keep-last stores, when collected there)."""
+    lane = collect_in_lane(context, table, enabled=columnar)
+    records, problems = records_from_arrow(lane.rest)
+    collected = SliceCollector(context, toast_stores).collect(records) if records else Collected()
+    collected.problems.extend(problems)
+    return merge_lane(lane.collected, collected)
