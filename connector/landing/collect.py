@@ -352,7 +352,8 @@ def _key_changed(batch: TableBatch, event: ChangeEvent) -> None:
         raise TableStopped(
             batch.table_id,
             f"{event.record.position}: key columns changed from {list(batch.key_columns)} to "
-            f"{list(event.key_fields)}; keyColumns can never change: drop the table folder to reload it",
+            f"{list(event.key_fields)}; keyColumns can never change: rebuild the table "
+            "(python -m connector rebuild TABLE)",
         )
 
 

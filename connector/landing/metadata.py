@@ -67,7 +67,9 @@ def ensure_table_metadata(storage: Storage, table: TableRef, content: dict[str, 
     try:
         have, want = _effective(existing), _effective(content)
     except _Ambiguous as exc:
-        msg = f"{where} {exc}; a _metadata.json must say one thing: drop the table folder to reload it"
+        msg = (
+            f"{where} {exc}; a _metadata.json must say one thing: rebuild the table (python -m connector rebuild TABLE)"
+        )
         raise TableStopped(table.id, msg) from None
     names = {**_names(content), **_names(existing)}
     existing_keys, new_keys = have.get("keycolumns"), want.get("keycolumns")
@@ -75,7 +77,7 @@ def ensure_table_metadata(storage: Storage, table: TableRef, content: dict[str, 
         raise TableStopped(
             table.id,
             f"{where} declares {names.get('keycolumns', 'keyColumns')} {existing_keys}, but the source key is "
-            f"{new_keys}; keyColumns can never change: drop the table folder to reload it",
+            f"{new_keys}; keyColumns can never change: rebuild the table (python -m connector rebuild TABLE)",
         )
     keys = sorted(key for key in have.keys() | want.keys() if have.get(key, _ABSENT) != want.get(key, _ABSENT))
     if "fileformat" in keys:
@@ -90,8 +92,8 @@ def ensure_table_metadata(storage: Storage, table: TableRef, content: dict[str, 
         raise TableStopped(
             table.id,
             f"{where} differs from the table this connector writes ({'; '.join(differences)}); _metadata.json is "
-            "written once and a mirrored table cannot change format, schema or settings: drop the table folder "
-            "to reload it",
+            "written once and a mirrored table cannot change format, schema or settings: rebuild the table "
+            "(python -m connector rebuild TABLE)",
         )
     return False
 

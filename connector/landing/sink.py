@@ -27,6 +27,7 @@ from connector.landing.encoding import FileFormat
 from connector.landing.layout import TableRef, data_file_name, discover_tables, staged_file_name
 from connector.landing.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
 from connector.landing.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
+from connector.landing.numbering import FileNumbering
 from connector.landing.publisher import digest, highest_number, publish_file, remove_orphans
 from connector.landing.rebuild import (
     SNAPSHOT_REQUESTED,
@@ -67,7 +68,7 @@ class MirrorSink:
         self.dead_letters = dead_letters
         self.ledger = BatchLedger(checkpoint)
         self._format = FileFormat(mirror.file_format, mirror.compression)
-        self._scanned: set[str] = set()
+        self._numbering = FileNumbering(landing)
         self._toast = ToastStores(self._load_toast_store, removed_limit=self.mirror.keep_last_removed_keys)
         self._recovered = False
         self._partner_events_written = False
@@ -107,7 +108,7 @@ class MirrorSink:
             for tid, table in advanced.tables.items():
                 if table is not self.ledger.state.tables.get(tid):
                     # Its folder is gone or new: forget what this process knew of it.
-                    self._scanned.discard(tid)
+                    self._numbering.forget(tid)
                     self._toast.stores.pop(tid, None)
             self.ledger.commit_state(advanced)
         for path in served:
@@ -232,10 +233,11 @@ class MirrorSink:
             self._toast.rollback()
             # What this batch learnt of the landing zone (first-touch scans) and of its own progress (a plan
             # written, files renamed) is uncommitted: the next call recovers from the ledger and rescans.
-            self._scanned.clear()
+            self._numbering.forget_all()
             self._recovered = False
             raise
         self._toast.commit()
+        self._numbering.commit()
         result.duration_s = time.monotonic() - started
         return result
 
@@ -282,7 +284,9 @@ class MirrorSink:
             ref = refs[tid]
             # A table stopped mid-batch still publishes the rows before the event that stopped it.
             try:
-                table_state = self._table_state(tid, ref, recreate)
+                table_state = self._numbering.table_state(
+                    ref, self.ledger.state.tables.get(tid), recreate=tid in recreate
+                )
                 batch = batches.get(tid)
                 if batch is not None and len(batch):
                     self._partner_events(batch)
@@ -307,41 +311,6 @@ class MirrorSink:
         if self._source is not None and self._source.batch_id == batch_id:
             new_state = new_state.with_source(self._source)
         return BatchPlan(batch_id, tuple(files), new_state, tuple(sorted(recreate)))
-
-    def _table_state(self, tid: str, ref: TableRef, recreate: set[str]) -> TableState:
-        known = self.ledger.state.tables.get(tid)
-        if tid in recreate:
-            self.landing.delete_tree(ref.folder)
-            self._scanned.add(tid)
-            return TableState(folder=ref.folder)
-        if tid in self._scanned:
-            return known or TableState(folder=ref.folder)
-        highest = highest_number(self.landing, ref.folder)
-        self._scanned.add(tid)
-        if known is None:
-            # Files from an earlier writer or checkpoint: continue after them, never over them.
-            return TableState(folder=ref.folder, next_number=highest + 1)
-        if highest >= known.next_number:
-            msg = (
-                f"{self.landing.url}/{ref.folder} holds file number {highest}, but the ledger's next number is "
-                f"{known.next_number}: another writer is using this landing zone, or the checkpoint is older "
-                "than the landing zone"
-            )
-            raise LandingZoneCorrupt(msg)
-        if highest + 1 < known.next_number:
-            # Mirroring deletes processed files but always keeps the last one (here or in _ProcessedFiles /
-            # _FilesReadyToDelete), so the ledger's last file must be there: without it the next file would
-            # follow a gap that mirroring never fills.
-            found = f"its highest file number is {highest}" if highest else "it holds no numbered file"
-            msg = (
-                f"{self.landing.url}/{ref.folder}: the ledger published files up to number "
-                f"{known.next_number - 1}, but {found} (also counting _ProcessedFiles and _FilesReadyToDelete): "
-                "files were deleted outside the connector or the landing zone was restored from an older copy, "
-                "and the next file would leave a gap; to recover, drop the table folder, remove the table's entry "
-                "from the ledger's state.json and re-snapshot the table in Debezium"
-            )
-            raise LandingZoneCorrupt(msg)
-        return known
 
     def _stage_table(
         self, batch_id: int, ref: TableRef, batch: TableRows, table_state: TableState

@@ -108,7 +108,7 @@ def merge_schema(tid: str, established: pa.Schema | None, batch: pa.Schema) -> p
             raise TableStopped(
                 tid,
                 f"column {new.name!r} changed type from {type_name(old.type)} to {type_name(new.type)}; open "
-                "mirroring stops a table on a type change: drop the table folder and reload the table to recover",
+                "mirroring stops a table on a type change: rebuild it (python -m connector rebuild TABLE)",
             )
     return pa.schema(fields)
 
@@ -120,7 +120,7 @@ def join_pieces(tid: str, pieces: list[TablePiece]) -> TableRows:
         raise TableStopped(
             tid,
             f"key columns differ within the batch ({sorted(list(k) for k in keys)}); keyColumns can never change: "
-            "drop the table folder to reload it",
+            "rebuild the table (python -m connector rebuild TABLE)",
         )
     arrows = [p.table for p in pieces if p.table is not None and p.table.num_rows]
     table: pa.Table | None = arrows[0] if arrows else None
