@@ -206,7 +206,7 @@ class RowMarkerMapper:
             old_key = key_tuple(row, self.key_columns)
             new_key = self._new_key(event)
             remembered = self.toast_store.get(old_key)
-            if new_key is not None and remembered:
+            if new_key is not None and remembered is not None:
                 # A primary-key update: Debezium's create for the new key carries unchanged TOASTed
                 # columns as placeholders, so what was written for the old key moves to the new one.
                 self.toast_store.put(key_tuple(new_key, self.key_columns), remembered)
