@@ -14,7 +14,11 @@ class ConnectorError(Exception):
 
 
 class TransientError(ConnectorError):
-    """A failure that may succeed when retried (a service unavailable, a timeout)."""
+    """A failure that may succeed when retried (a service unavailable, a timeout).
+
+    The streaming job retries a batch that failed with one (``connector.stream.batch_retry``) before it
+    lets the query fail; any other error fails the batch at once.
+    """
 
 
 class ConfigError(ConnectorError):

@@ -3,8 +3,8 @@
 Missing or already-present files keep the builtin ``FileNotFoundError`` / ``FileExistsError`` of the
 ``Storage`` contract, because callers branch on them. These classes are for everything else: the
 identity is not allowed in, the workspace or item does not exist, or the service stayed unavailable
-after every retry. The retry decision lives in the type (``transient``), as in dlt, so callers never
-parse messages.
+after every retry. The retry decision lives in the type (a ``TransientError`` or not), as in dlt, so callers
+never parse messages.
 
 They cross Spark's process boundary, so they pickle, and they carry only strings: never a response
 object, a request (which holds the bearer token) or a credential.
@@ -12,7 +12,7 @@ object, a request (which holds the bearer token) or a credential.
 
 from __future__ import annotations
 
-from connector.errors import ConfigError, ConnectorError
+from connector.errors import ConfigError, ConnectorError, TransientError
 
 
 class StorageError(ConnectorError):
@@ -24,10 +24,12 @@ class StorageError(ConnectorError):
     Attributes:
         path: The storage path (relative to the backend's root) the operation was about, or ``""``.
         operation: A short name of the operation (``create``, ``rename_new``, …), or ``""``.
-        transient: Whether retrying later may succeed; ``False`` means a person has to act.
     """
 
-    transient: bool = False
+    @property
+    def transient(self) -> bool:
+        """Whether retrying later may succeed (a ``TransientError``); ``False`` means a person has to act."""
+        return isinstance(self, TransientError)
 
     def __init__(self, message: str, *, path: str = "", operation: str = "") -> None:
         super().__init__(message)
@@ -58,13 +60,11 @@ class StorageNotFound(StorageError):
     """
 
 
-class StorageUnavailable(StorageError):
+class StorageUnavailable(StorageError, TransientError):
     """The service kept answering 429/5xx, timing out or dropping connections until retries ran out.
 
-    The operation may succeed later, so the caller can stop the batch and let the job restart.
+    The operation may succeed later: the streaming job retries the batch, then lets the job restart.
     """
-
-    transient = True
 
 
 class InvalidStorageURL(ConfigError, ValueError):

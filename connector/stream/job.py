@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ from connector.landing.deadletter import open_dead_letter_writer
 from connector.landing.fence import WriterFence
 from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
+from connector.stream.batch_retry import retry_transient
 from connector.stream.broker_check import BrokerCheck
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from connector.stream.preflight import check_before_spark
@@ -73,8 +75,10 @@ class BatchWriter:
         columnar: bool = True,
         *,
         spark_checkpoint: SparkCheckpoint,
+        stop: threading.Event | None = None,
     ) -> None:
         self.sink = sink
+        self.stop = stop  # a graceful stop ends the wait between retries of a transiently failed batch
         self.health = health
         self.decode_on = decode_on
         self.columnar = columnar
@@ -83,7 +87,7 @@ class BatchWriter:
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Publish micro-batch ``batch_id``; raising fails the query (Spark then retries it on restart)."""
         with self.sink.lock:
-            self._write(frame, batch_id)
+            retry_transient(lambda: self._write(frame, batch_id), f"batch {batch_id}", stop=self.stop)
 
     def _write(self, frame: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -279,6 +283,7 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
                 settings.spark.decode_on,
                 settings.spark.columnar_decode,
                 spark_checkpoint=spark_checkpoint,
+                stop=graceful.requested,
             )
         )
     )
