@@ -284,7 +284,8 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
                 settings.spark.columnar_decode,
                 spark_checkpoint=spark_checkpoint,
                 stop=graceful.requested,
-            )
+            ),
+            on_refuse=_quiet_query_errors,
         )
     )
     writer = writer.option("checkpointLocation", str(checkpoint / "spark"))

@@ -78,13 +78,21 @@ class GracefulStop:
 
         return restore
 
-    def gate(self, write_batch: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
-        """``write_batch`` for ``foreachBatch``, refusing batches that start once a stop was requested."""
+    def gate(
+        self, write_batch: Callable[[Any, int], None], on_refuse: Callable[[], None] | None = None
+    ) -> Callable[[Any, int], None]:
+        """``write_batch`` for ``foreachBatch``, refusing batches that start once a stop was requested.
+
+        ``on_refuse`` runs before a refusal is raised (the job silences Spark's report of it there: the main
+        thread may not have got that far yet when Spark starts the next batch at once).
+        """
 
         def gated(frame: Any, batch_id: int) -> None:
             with self._in_batch:
                 if self.requested.is_set():
                     self.abandoned.append(batch_id)
+                    if on_refuse is not None:
+                        on_refuse()
                     raise BatchAbandoned(batch_id)
                 write_batch(frame, batch_id)
 
