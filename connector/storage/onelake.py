@@ -62,7 +62,7 @@ from azure.storage.filedatalake import (
 )
 
 from connector.errors import WriterFenced
-from connector.storage.base import FileInfo, Storage, WriterIdentity, WriterLease
+from connector.storage.base import TEMP_PREFIX, FileInfo, Storage, WriterIdentity, WriterLease, join
 from connector.storage.credentials import CredentialConfig, StorageIdentity, build_credential
 from connector.storage.errors import (
     InvalidStorageURL,
@@ -74,9 +74,6 @@ from connector.storage.errors import (
 
 _LOG = logging.getLogger(__name__)
 
-#: Prefix of in-flight uploads. Open mirroring skips underscore-prefixed names; ``cleanup_temporary``
-#: removes the ones a crash left behind.
-TEMP_PREFIX = "_tmp_"
 
 #: HTTP statuses worth retrying: request timeout, throttling, and the server-side 5xx that mean
 #: "try again" (501/505 are permanent).
@@ -525,7 +522,7 @@ class OneLakeStorage(Storage):
                     raise
                 self._fs.get_directory_client(self._root).create_directory()
             if probe_write:
-                probe = _join(self._root, f"{TEMP_PREFIX}probe_{uuid.uuid4().hex}.part")
+                probe = join(self._root, f"{TEMP_PREFIX}probe_{uuid.uuid4().hex}.part")
                 self._fs.get_file_client(probe).create_file()
                 self._discard(probe)
 
@@ -623,7 +620,7 @@ class OneLakeStorage(Storage):
             msg = f"{operation} needs a file path, not the storage root"
             raise ValueError(msg)
         parent = full.rpartition("/")[0]
-        temp = _join(parent, f"{TEMP_PREFIX}{uuid.uuid4().hex}.part")
+        temp = join(parent, f"{TEMP_PREFIX}{uuid.uuid4().hex}.part")
         fingerprint = _Fingerprint(len(data), hashlib.md5(data, usedforsecurity=False).digest())
         with self._call(operation, path):
             try:
@@ -736,7 +733,7 @@ class OneLakeStorage(Storage):
         if any(p in {".", ".."} for p in parts):
             msg = f"path {path!r} escapes the storage root {self.url}"
             raise ValueError(msg)
-        return _join(self._root, "/".join(parts))
+        return join(self._root, "/".join(parts))
 
     def _relative(self, full: str) -> str:
         if not self._root:
@@ -936,10 +933,6 @@ def _code(err: AzureError) -> str:
 def _first_line(text: str, limit: int = 300) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line[:limit]
-
-
-def _join(*parts: str) -> str:
-    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
 
 
 def open_onelake(
