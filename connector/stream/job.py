@@ -247,6 +247,7 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
         fabric_tables=fabric_status.poll_once if fabric_status is not None else None,
     )
     completed = sink.recover()
+    sink.advance_rebuilds()  # a rebuild requested while the connector was down starts before the first batch
     # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
     # Spark reuse batch ids the ledger calls published (silent loss), so they must agree before Spark starts.
     spark_checkpoint = SparkCheckpoint(checkpoint / "spark")
