@@ -28,6 +28,10 @@ def records_from_arrow(table: pa.Table) -> tuple[list[KafkaRecord], list[str]]:
         headers = _header_tuples(header_column)
     else:
         headers = itertools.repeat((), count)  # the common case: no header kept on any record
+    # Kafka timestamps: selected only for dead letters (``connector.stream.source``).
+    timestamps: Iterable[int | None] = (
+        table.column("timestamp_ms").to_pylist() if "timestamp_ms" in table.column_names else itertools.repeat(None)
+    )
     # map() over the columns builds the named tuples without a Python-level loop body.
     records = list(
         map(
@@ -38,6 +42,7 @@ def records_from_arrow(table: pa.Table) -> tuple[list[KafkaRecord], list[str]]:
             table.column("key").to_pylist(),
             table.column("value").to_pylist(),
             headers,
+            timestamps,
         )
     )
     return records, []

@@ -86,7 +86,11 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
         # A poison record is dead-lettered with its headers exactly as Kafka held them, and which record is
         # poison is known only once it is decoded: every record keeps every header. The columnar lane never
         # reads them; the record-by-record path pays a few percent (records_from_arrow).
-        return records.select("topic", "partition", "offset", "key", "value", "headers")
+        from pyspark.sql import functions as func
+
+        # ... and with its Kafka timestamp (milliseconds, as Kafka keeps it).
+        timestamp_ms = func.unix_millis("timestamp").alias("timestamp_ms")
+        return records.select("topic", "partition", "offset", "key", "value", "headers", timestamp_ms)
     from pyspark.sql import functions as func
 
     # keep-last alone reads only Debezium's key-change header; the others (__debezium.context.* on every

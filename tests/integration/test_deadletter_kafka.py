@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -145,8 +146,12 @@ def test_run_dead_letters_a_poison_record_with_every_header(
         letters = [orjson.loads(line) for f in files for line in f.read_bytes().splitlines()]
         assert [letter["offset"] for letter in letters] == [1]
         headers = [(name, None if v is None else base64.b64decode(v)) for name, v in letters[0]["headers"]]
+        timestamp_ms = letters[0]["timestamp_ms"]
     else:
         (message,) = consume_all(kafka_bootstrap, dlq_topic, 1)
         assert message.value() == poison.value
         headers = [(name, v) for name, v in message.headers() or [] if not name.startswith(HEADER_PREFIX)]
+        timestamp_ms = int(dict(message.headers() or [])[f"{HEADER_PREFIX}timestamp"])
     assert headers == list(POISON_HEADERS)
+    # The poison record's own Kafka timestamp (the broker's log time of this run), in milliseconds.
+    assert isinstance(timestamp_ms, int) and abs(timestamp_ms - time.time() * 1000) < 3_600_000
