@@ -27,14 +27,13 @@ from connector.events import KafkaRecord, Op, SkipCounts
 from connector.landing.batching import DeclaredDecimal, TableBatch
 from connector.landing.deadletter import DeadLetter, poison_policy
 from connector.landing.layout import TableRef, table_for_topic
+from connector.landing.ordering import Position, position_order
 from connector.landing.rowmarker import RowMarkerMapper, ToastStores
 
 log = logging.getLogger(__name__)
 
 # Compared with once a record: bound once (see ``Op``).
 _TRUNCATE, _READ = Op.TRUNCATE, Op.READ
-
-Position = tuple[str, int, int]
 
 
 @dataclass(frozen=True)
@@ -359,10 +358,7 @@ def _key_changed(batch: TableBatch, event: ChangeEvent) -> None:
 
 def _sort_by_position(batch: TableBatch) -> None:
     """Restore (partition, offset) order when the input interleaved a partition out of order."""
-    order = sorted(
-        range(len(batch.rows)),
-        key=lambda i: (batch.records[i].topic, batch.records[i].partition, batch.records[i].offset),
-    )
+    order = position_order([(r.topic, r.partition, r.offset) for r in batch.records])
     batch.rows = [batch.rows[i] for i in order]
     batch.markers = [batch.markers[i] for i in order]
     batch.records = [batch.records[i] for i in order]

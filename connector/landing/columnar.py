@@ -40,6 +40,7 @@ from connector.events import ROW_MARKER_COLUMN, ROW_OPS, KafkaRecord, Op, RowMar
 from connector.landing.batching import MARKER_TYPE, established_type
 from connector.landing.collect import CollectContext, Collected, TablePiece
 from connector.landing.layout import TableRef, table_for_topic
+from connector.landing.ordering import offsets_ascending
 from connector.landing.rowmarker import placeholder_values
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,7 @@ class ColumnarLane:
             _leave("no change event")
         partitions = changes.column("partition").to_numpy()
         offsets = changes.column("offset").to_numpy()
-        if not _ordered(partitions, offsets):
+        if not offsets_ascending(partitions, offsets):
             _leave("a partition's offsets go backwards")
         values = changes.column("value")
         first = KafkaRecord(topic, int(partitions[0]), int(offsets[0]), changes.column("key")[0].as_py(), None)
@@ -611,14 +612,6 @@ def _non_finite(column: pa.ChunkedArray | pa.Array) -> bool:
             if _non_finite(array.values):
                 return True
     return False
-
-
-def _ordered(partitions: np.ndarray, offsets: np.ndarray) -> bool:
-    """Whether every partition's offsets increase in input order."""
-    order = np.argsort(partitions, kind="stable")
-    by_partition, by_offset = partitions[order], offsets[order]
-    same = by_partition[1:] == by_partition[:-1]
-    return bool(np.all(by_offset[1:][same] > by_offset[:-1][same]))
 
 
 def _first_connector(connectors: pa.ChunkedArray) -> str | None:

@@ -20,6 +20,7 @@ from connector.events import ROW_MARKER_COLUMN
 from connector.landing.batch_result import BatchResult
 from connector.landing.collect import Collected, TablePiece
 from connector.landing.layout import TableRef
+from connector.landing.ordering import position_order
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatc
     tables: dict[str, TableRows] = {}
     recreate: set[str] = set()
     for tid, found in pieces.items():
-        found.sort(key=lambda p: p.first)
+        found = [found[i] for i in position_order([p.first for p in found])]
         counts = result.table(tid).events
         for piece in found:
             for op, count in piece.events.items():
