@@ -145,6 +145,7 @@ class TableRebuilder:
         self.signal = signal
         self.fabric_tables = fabric_tables
         self.clock = clock
+        self._last_error: dict[str, str] = {}
 
     def take_requests(self, state: LedgerState) -> tuple[LedgerState, list[str]]:
         """Start the rebuilds operators asked for; returns the new state and the request files it served."""
@@ -193,8 +194,12 @@ class TableRebuilder:
             try:
                 signal_id = self._signal(tid, table)
             except RebuildError as exc:
-                log.error("table %s: rebuild waits: %s", tid, exc)
+                # Tried again every few seconds: say it once per distinct reason (the stuck-rebuild alert follows).
+                level = logging.DEBUG if self._last_error.get(tid) == str(exc) else logging.ERROR
+                log.log(level, "table %s: rebuild waits: %s", tid, exc)
+                self._last_error[tid] = str(exc)
                 continue
+            self._last_error.pop(tid, None)
             log.warning("table %s: folder recreated from file 1; Debezium snapshot requested (%s)", tid, signal_id)
             tables[tid] = TableState(
                 folder=table.folder,

@@ -323,3 +323,24 @@ def test_a_rebuild_waits_on_fabrics_rest_status_and_falls_back_to_the_delay_when
         assert "changed type" in result.stopped[CUSTOMERS]
         sink.advance_rebuilds()
         assert sink.ledger.state.tables[CUSTOMERS].rebuild == WAITING and len(signals.sent) == 1
+
+
+def test_a_signal_that_keeps_failing_is_logged_once_per_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    signals = Signals()
+    sink, _, _ = make_sink(tmp_path, signals, on_table_stopped="rebuild")
+    t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
+    stop_customers(sink, t, other)
+    signals.fail = True
+    with caplog.at_level(logging.ERROR, logger="connector.landing.rebuild"):
+        for _ in range(5):
+            sink.advance_rebuilds()
+    assert [r.getMessage() for r in caplog.records if "rebuild waits" in r.getMessage()] == [
+        "table public.customers: rebuild waits: signal topic unreachable"
+    ]
+    signals.fail = False
+    sink.advance_rebuilds()
+    assert sink.ledger.state.tables[CUSTOMERS].rebuild == SNAPSHOT_REQUESTED
