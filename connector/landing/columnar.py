@@ -36,12 +36,12 @@ from connector.debezium.connect_decimal import decimals_from_base64
 from connector.debezium.envelope import EnvelopeDecoder, wrapped_payload_start
 from connector.debezium.types import ColumnType, ConversionError, floor_nanos_to_micros, to_arrow, type_policy
 from connector.errors import ConnectorError
-from connector.events import ROW_MARKER_COLUMN, ROW_OPS, KafkaRecord, Op, RowMarker
+from connector.events import ROW_MARKER_COLUMN, ROW_OPS, KafkaRecord, Op
 from connector.landing.batching import MARKER_TYPE, established_type
 from connector.landing.collect import CollectContext, Collected, TablePiece
 from connector.landing.layout import TableRef, table_for_topic
 from connector.landing.ordering import offsets_ascending
-from connector.landing.rowmarker import placeholder_values
+from connector.landing.rowmarker import MarkerSpec, placeholder_values
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,7 @@ class ColumnarLane:
         self._decoder = EnvelopeDecoder(type_policy(self.mirror))
         self._placeholders = pa.array(placeholder_values(self.mirror.unavailable_value_placeholder), pa.string())
         self._replay_safe = self.mirror.replay_safe_inserts
+        self._marker_specs = {safe: MarkerSpec(safe) for safe in (False, True)}
 
     def collect(self, table: pa.Table) -> LaneResult:
         """Collect the topics of ``table`` (Kafka records as Arrow columns) that the lane can take.
@@ -183,8 +184,8 @@ class ColumnarLane:
             inferred = _read_json(lines, _envelope(pa.struct([])))
             row_columns = _inferred_columns(inferred, payloads[0].as_py(), first)
         parsed = self._parse(lines, row_columns)
-        insert = RowMarker.UPSERT if self._replay_safe or ref.id in self.context.upsert_tables else RowMarker.INSERT
-        markers, rows = self._mark(parsed, row_columns, key_columns, insert)
+        spec = self._marker_specs[self._replay_safe or ref.id in self.context.upsert_tables]
+        markers, rows = self._mark(parsed, row_columns, key_columns, spec)
         if inferring:
             row_columns = _used_columns(row_columns, rows)
         arrow = self._table(ref, rows, markers, row_columns, columns, key_columns)
@@ -302,7 +303,7 @@ class ColumnarLane:
         parsed: pa.Table,
         row_columns: Mapping[str, ColumnType],
         key_columns: tuple[str, ...],
-        insert: RowMarker,
+        spec: MarkerSpec,
     ) -> tuple[np.ndarray, dict[str, pa.Array]]:
         """Row markers and row columns, as ``RowMarkerMapper`` makes them record by record."""
         ops = parsed.column("op").combine_chunks()
@@ -329,11 +330,8 @@ class ColumnarLane:
                 _leave("a delete row lacks a key column in 'before'")
         split = pc.and_(pc.and_(is_update, has_before), key_changed).to_numpy(zero_copy_only=False)
         op_codes = ops.to_numpy(zero_copy_only=False)
-        markers = np.full(len(op_codes), int(insert), dtype=np.int32)
-        markers[op_codes == Op.UPDATE.value] = int(RowMarker.UPDATE)
-        markers[split] = int(insert)
+        markers = spec.of_ops(op_codes, split)
         deletes = is_delete.to_numpy(zero_copy_only=False)
-        markers[deletes] = int(RowMarker.DELETE)
         rows: dict[str, pa.Array] = {}
         if not split.any():
             for name in row_columns:
@@ -347,7 +345,7 @@ class ColumnarLane:
         from_before = np.repeat(deletes, per_record)
         from_before[starts[split]] = True
         expanded = np.repeat(markers, per_record)
-        expanded[starts[split]] = int(RowMarker.DELETE)
+        expanded[starts[split]] = int(spec.key_change[0])
         indices = pa.array(take)
         mask = pa.array(from_before)
         for name in row_columns:

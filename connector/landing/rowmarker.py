@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import orjson
 
 from connector.debezium.envelope import ChangeEvent
@@ -26,6 +27,33 @@ KeyTuple = tuple[Any, ...]
 # ``rows`` runs per record: the ops it compares with, bound once (see ``Op``).
 _INSERT_OPS = frozenset({Op.CREATE, Op.READ})
 _UPDATE, _DELETE = Op.UPDATE, Op.DELETE
+
+
+class MarkerSpec:
+    """Debezium op → row marker: the one mapping the record path (``RowMarkerMapper``) and the columnar lane use.
+
+    c and r → ``insert`` (0, or 4 with replay-safe inserts), u → 1, d → 2; an update that changes the key
+    becomes ``key_change``: a delete (2) of the old key, then ``insert`` of the new one.
+    """
+
+    def __init__(self, replay_safe_inserts: bool) -> None:
+        self.insert = RowMarker.UPSERT if replay_safe_inserts else RowMarker.INSERT
+        self.key_change = (RowMarker.DELETE, self.insert)
+        self.by_op: dict[Op, RowMarker] = {
+            Op.CREATE: self.insert,
+            Op.READ: self.insert,
+            Op.UPDATE: RowMarker.UPDATE,
+            Op.DELETE: RowMarker.DELETE,
+        }
+
+    def of_ops(self, ops: np.ndarray, key_changed: np.ndarray) -> np.ndarray:
+        """The marker of each event's last row, vectorised: ``by_op``, and ``insert`` for a key-changing update."""
+        markers = np.full(len(ops), int(self.insert), dtype=np.int32)
+        for op, marker in self.by_op.items():
+            if marker != self.insert:
+                markers[ops == op.value] = int(marker)
+        markers[key_changed] = int(self.insert)
+        return markers
 
 
 def key_tuple(values: Mapping[str, Any], key_columns: Iterable[str]) -> KeyTuple:
@@ -164,7 +192,8 @@ class RowMarkerMapper:
     ) -> None:
         self.table_id = table_id
         self.key_columns = key_columns
-        self._insert = RowMarker.UPSERT if replay_safe_inserts else RowMarker.INSERT
+        spec = MarkerSpec(replay_safe_inserts)
+        self._insert, self._key_change = spec.insert, spec.key_change
         self._toast_policy = toast_policy
         self._placeholders: tuple[Any, ...] = (*placeholder_values(placeholder), [placeholder])
         self._raw_markers = placeholder_markers(placeholder)
@@ -183,7 +212,8 @@ class RowMarkerMapper:
             after = self._fill_placeholders(event, after, before)
             if before is not None and self._key_changed(before, after):
                 old = self._delete_row(event, before)
-                return [(RowMarker.DELETE, old), (self._insert, self._remember(after))]
+                deleted, inserted = self._key_change
+                return [(deleted, old), (inserted, self._remember(after))]
             return [(RowMarker.UPDATE, self._remember(after))]
         if op == _DELETE:
             return [(RowMarker.DELETE, self._delete_row(event, event.before))]
