@@ -7,10 +7,12 @@ of one table never disagree on a type.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from connector.debezium.types import (
@@ -26,6 +28,25 @@ from connector.events import ROW_MARKER_COLUMN, KafkaRecord
 from connector.landing.rowmarker import Row
 
 MARKER_TYPE = pa.int32()
+
+
+def column_order(established: pa.Schema | None, *seen: Iterable[str]) -> list[str]:
+    """A piece's column order, in both collecting paths: the established columns, then new ones as first seen."""
+    names: list[str] = list(established.names) if established is not None else []
+    known = set(names)
+    for name in itertools.chain.from_iterable(seen):
+        if name not in known:
+            names.append(name)
+            known.add(name)
+    return names
+
+
+def marked_table(fields: list[pa.Field], arrays: list[pa.Array], markers: Sequence[int] | np.ndarray) -> pa.Table:
+    """A piece's table: the data columns (all nullable), then ``__rowMarker__`` (int32, never null) last."""
+    return pa.Table.from_arrays(
+        [*arrays, pa.array(markers, type=MARKER_TYPE)],
+        schema=pa.schema([*fields, pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False)]),
+    )
 
 
 @dataclass(frozen=True)
@@ -88,17 +109,7 @@ class TableBatch:
             TableStopped: a value does not convert, a column's type is refused by the type policy
                 (whatever the poison policy), or a column's type differs from the established one.
         """
-        names: list[str] = list(established.names) if established is not None else []
-        seen = set(names)
-        for name in self.columns:
-            if name not in seen:
-                names.append(name)
-                seen.add(name)
-        for row in self.rows:
-            for name in row:
-                if name not in seen:
-                    names.append(name)
-                    seen.add(name)
+        names = column_order(established, self.columns, itertools.chain.from_iterable(self.rows))
         arrays: list[pa.Array] = []
         fields: list[pa.Field] = []
         for name in names:
@@ -116,9 +127,7 @@ class TableBatch:
                 raise TableStopped(self.table_id, f"{record.position}: column {name!r}: {exc.reason}") from exc
             arrays.append(array)
             fields.append(pa.field(name, ctype.arrow, nullable=True))
-        arrays.append(pa.array(self.markers, type=MARKER_TYPE))
-        fields.append(pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False))
-        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        return marked_table(fields, arrays, self.markers)
 
     def _column_type(
         self, name: str, values: list[Any], established: pa.Schema | None, declared: Mapping[str, DeclaredDecimal]

@@ -36,8 +36,8 @@ from connector.debezium.connect_decimal import decimals_from_base64
 from connector.debezium.envelope import EnvelopeDecoder, wrapped_payload_start
 from connector.debezium.types import ColumnType, ConversionError, floor_nanos_to_micros, to_arrow, type_policy
 from connector.errors import ConnectorError
-from connector.events import ROW_MARKER_COLUMN, ROW_OPS, KafkaRecord, Op
-from connector.landing.batching import MARKER_TYPE, established_type
+from connector.events import ROW_OPS, KafkaRecord, Op
+from connector.landing.batching import column_order, established_type, marked_table
 from connector.landing.collect import CollectContext, Collected, TablePiece
 from connector.landing.layout import TableRef, table_for_topic
 from connector.landing.ordering import offsets_ascending
@@ -363,8 +363,7 @@ class ColumnarLane:
     ) -> pa.Table:
         """The piece's table, with ``TableBatch.to_arrow``'s column order, types and conversions."""
         established = self.context.established.get(ref.id)
-        names = list(established.names) if established is not None else []
-        names += [name for name in row_columns if name not in names]
+        names = column_order(established, row_columns)
         arrays: list[pa.Array] = []
         fields: list[pa.Field] = []
         size = len(markers)
@@ -380,9 +379,7 @@ class ColumnarLane:
             except (ConversionError, pa.ArrowException) as exc:
                 _leave(f"column {name!r} does not convert: {exc}")
             fields.append(pa.field(name, ctype.arrow, nullable=True))
-        arrays.append(pa.array(markers, type=MARKER_TYPE))
-        fields.append(pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False))
-        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        return marked_table(fields, arrays, markers)
 
 
 def _lines(payloads: pa.ChunkedArray, count: int) -> pa.Array:
