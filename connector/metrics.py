@@ -115,12 +115,11 @@ for _kind in (
     SKIPPED.labels(_kind)
 
 
-def record_batch(result: BatchResult, stopped_tables: dict[str, str], now: float | None = None) -> None:
+def record_batch(result: BatchResult, now: float | None = None) -> None:
     """Count one committed batch."""
     now = time.time() if now is None else now
     for table, entry in result.tables.items():
         PUBLISH_ERRORS.labels(table)
-        TABLE_STOPPED.labels(table).set(1 if table in stopped_tables else 0)
         for op, count in entry.events.items():
             EVENTS.labels(table, op).inc(count)
         if entry.rows:
@@ -137,14 +136,6 @@ def record_batch(result: BatchResult, stopped_tables: dict[str, str], now: float
     LAST_COMMIT.set(now)
     if result.max_source_ts_ms is not None:
         BATCH_LAG.set(max(0.0, now - result.max_source_ts_ms / 1000))
-    set_stopped(stopped_tables)
-
-
-def set_stopped(stopped_tables: dict[str, str]) -> None:
-    """Publish the set of stopped tables."""
-    for table in stopped_tables:
-        TABLE_STOPPED.labels(table).set(1)
-    TABLES_STOPPED.set(len(stopped_tables))
 
 
 def set_table_states(sink: MirrorSink) -> None:

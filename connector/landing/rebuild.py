@@ -177,10 +177,13 @@ class TableRebuilder:
 
     def advance(self, state: LedgerState) -> LedgerState:
         """Complete what can be completed now of each rebuild; returns ``state`` itself when nothing moved."""
+        waiting = sorted((tid, t) for tid, t in state.tables.items() if t.rebuild in BLOCKING_PHASES)
+        if not waiting:
+            return state  # every batch asks: nothing to copy or compare in the usual case
         tables = dict(state.tables)
         fabric: Mapping[str, object] | None = None
         fabric_read = False
-        for tid, table in sorted(state.tables.items()):
+        for tid, table in waiting:
             if table.rebuild == DELETING:
                 self.landing.delete_tree(table.folder)
                 log.warning("table %s: deleted %s/%s for its rebuild", tid, self.landing.url, table.folder)

@@ -91,20 +91,21 @@ class MirrorSink:
         """Tables whose rebuild waits (folder deletion, Fabric), with the rebuild's phase."""
         return {tid: t.rebuild for tid, t in self.ledger.state.tables.items() if t.rebuild and is_rebuilding(t)}
 
-    def advance_rebuilds(self, batch_id: int | None = None) -> None:
-        """Take rebuild requests and move rebuilds on.
+    def advance_rebuilds(self, batch_id: int | None = None) -> bool:
+        """Take rebuild requests and move rebuilds on; ``True`` when a table's state changed.
 
         Called before batch ``batch_id`` is collected (once per batch), or between batches (``None``, under
-        ``lock``). A table whose rebuild reached its snapshot request runs again from this batch on, so the caller must
-        take the collect context after this.
+        ``lock``). A table whose rebuild reached its snapshot request runs again from this batch on, so the caller
+        must take the collect context after this.
         """
         if batch_id is not None and self._rebuilds_checked == batch_id:
-            return
+            return False
         if not self._recovered:
             self.recover()
         state, served = self._rebuilder.take_requests(self.ledger.state)
         advanced = self._rebuilder.advance(state)
-        if advanced is not self.ledger.state:
+        changed = advanced is not self.ledger.state
+        if changed:
             for tid, table in advanced.tables.items():
                 if table is not self.ledger.state.tables.get(tid):
                     # Its folder is gone or new: forget what this process knew of it.
@@ -114,6 +115,7 @@ class MirrorSink:
         for path in served:
             self.ledger.storage.delete(path)
         self._rebuilds_checked = batch_id
+        return changed
 
     def recover(self) -> int:
         """Finish any batch a crash interrupted and delete orphaned staged files; returns plans completed."""
@@ -214,13 +216,14 @@ class MirrorSink:
         self.advance_rebuilds(batch_id)
         try:
             local = list(itertools.chain.from_iterable(s.deferred for s in slices))
-            if records_table is not None:
+            if records_table is not None or local or records is not None:
                 context = self.collect_context(defer_keep_last=False)
-                here = collect_slice(context, records_table, columnar=columnar, toast_stores=self._toast)
-                slices = [*slices, here]
-            if local or records is not None:
-                collector = SliceCollector(self.collect_context(defer_keep_last=False), self._toast)
-                slices = [*slices, collector.collect(itertools.chain(local, records or ()))]
+                if records_table is not None:
+                    here = collect_slice(context, records_table, columnar=columnar, toast_stores=self._toast)
+                    slices = [*slices, here]
+                if local or records is not None:
+                    collector = SliceCollector(context, self._toast)
+                    slices = [*slices, collector.collect(itertools.chain(local, records or ()))]
             merged = merge_slices(slices, result)
             self._dead_letter(batch_id, slices, result)
             plan = self._stage(batch_id, merged.tables, merged.refs, merged.recreate, result, merged.topics)

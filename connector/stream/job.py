@@ -114,7 +114,7 @@ class BatchWriter:
             raise
         # Arrow's allocator keeps freed pages for reuse; a batch's worth (hundreds of MB) goes back now.
         pa.default_memory_pool().release_unused()
-        metrics.record_batch(result, self.sink.stopped_tables)
+        metrics.record_batch(result)
         metrics.set_table_states(self.sink)
         self.health.set(True, "running")
         for table, reason in result.stopped.items():

@@ -40,8 +40,8 @@ class RebuildTicker:
         """One pass, under the sink's lock; a failure is logged and tried again at the next tick."""
         with self._sink.lock:
             try:
-                self._sink.advance_rebuilds()
-                metrics.set_table_states(self._sink)
+                if self._sink.advance_rebuilds():
+                    metrics.set_table_states(self._sink)
             except Exception as exc:  # noqa: BLE001 - the next tick retries; batches go on meanwhile
                 log.error("table rebuilds: a step failed (%s); tried again in %.0f s", exc, self._interval_s)
 
