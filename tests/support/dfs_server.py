@@ -80,6 +80,7 @@ from azure.core.credentials import AccessToken
 
 from connector.storage.credentials import STORAGE_SCOPE, StorageIdentity
 from connector.storage.onelake import OneLakeStorage, RetrySettings, parse_location
+from tests.support.served_http import ServedHttp
 
 #: Retry settings for tests: the same code paths as production, with millisecond waits.
 FAST_RETRY = RetrySettings(
@@ -254,8 +255,7 @@ class DfsTestServer:
         self._lock = threading.Lock()
         self._filesystems: dict[str, _Filesystem] = {}
         self._etags = itertools.count(0x8DC0000000000000)
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._served: ServedHttp | None = None
         self.ca_file = str(_certificate()[0])
 
     # -- lifecycle
@@ -269,19 +269,13 @@ class DfsTestServer:
         httpd.daemon_threads = True
         # Handshake in the worker thread (see _DfsTestHandler.setup), not in the accept loop.
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
-        self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="DfsTestServer", daemon=True)
-        self._thread.start()
+        self._served = ServedHttp(httpd, "DfsTestServer", poll_interval=0.5)
         return self
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        if self._served is not None:
+            self._served.close()
+            self._served = None
 
     def __enter__(self) -> DfsTestServer:
         return self.start()
@@ -291,8 +285,8 @@ class DfsTestServer:
 
     @property
     def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return int(self._httpd.server_address[1])
+        assert self._served is not None, "server not started"
+        return self._served.port
 
     @property
     def url(self) -> str:

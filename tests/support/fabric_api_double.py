@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.support.served_http import ServedHttp
+
 WORKSPACE_ID = "a0a0a0a0-bbbb-cccc-dddd-e1e1e1e1e1e1"
 MIRRORED_DATABASE_ID = "b1b1b1b1-cccc-dddd-eeee-f2f2f2f2f2f2"
 TOKEN = "fabric-double-token"  # noqa: S105 - a test double's fixed token
@@ -62,28 +64,19 @@ class FabricApiDouble:
         self.requests: list[SeenRequest] = []
         self._lock = threading.Lock()
         self._tables: dict[tuple[str, str], dict[str, Any]] = {}
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._served: ServedHttp | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def start(self) -> FabricApiDouble:
         handler = type("_Handler", (_Handler,), {"double": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="FabricApiDouble", daemon=True
-        )
-        self._thread.start()
+        self._served = ServedHttp(ThreadingHTTPServer(("127.0.0.1", 0), handler), "FabricApiDouble")
         return self
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        if self._served is not None:
+            self._served.close()
+            self._served = None
 
     def __enter__(self) -> FabricApiDouble:
         return self.start()
@@ -93,8 +86,8 @@ class FabricApiDouble:
 
     @property
     def api_url(self) -> str:
-        assert self._httpd is not None, "start() the double first"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        assert self._served is not None, "start() the double first"
+        return f"http://127.0.0.1:{self._served.port}"
 
     @property
     def tables_url(self) -> str:

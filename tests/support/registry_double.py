@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.served_http import ServedHttp
+
 _IDS = re.compile(r"^/schemas/ids/(\d+)$")
 _VERSIONS = re.compile(r"^/subjects/([^/]+)/versions$")
 _VERSION = re.compile(r"^/subjects/([^/]+)/versions/(latest|\d+)$")
@@ -55,30 +57,21 @@ class RegistryDouble:
         self._schemas: dict[int, tuple[str, str]] = {}
         self._ids_by_text: dict[tuple[str, str], int] = {}
         self._subjects: dict[str, list[int]] = {}
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._served: ServedHttp | None = None
         self._port = 0
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def start(self) -> RegistryDouble:
         handler = type("_Handler", (_Handler,), {"double": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._port = self._httpd.server_address[1]
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="RegistryDouble", daemon=True
-        )
-        self._thread.start()
+        self._served = ServedHttp(ThreadingHTTPServer(("127.0.0.1", 0), handler), "RegistryDouble")
+        self._port = self._served.port
         return self
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        if self._served is not None:
+            self._served.close()
+            self._served = None
 
     def __enter__(self) -> RegistryDouble:
         return self.start()
