@@ -12,6 +12,7 @@ table (``signal.data.collection``): README, "Rebuilding a table".
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -37,8 +38,13 @@ def signal_target(topic: str, rebuild: RebuildSettings) -> tuple[str, str, str]:
 
 
 def signal_value(collection: str) -> bytes:
-    """The ``execute-snapshot`` signal for one data collection."""
-    return orjson.dumps({"type": "execute-snapshot", "data": {"data-collections": [collection], "type": "incremental"}})
+    """The ``execute-snapshot`` signal for exactly one data collection.
+
+    Debezium reads ``data-collections`` as regular expressions: the name is escaped, so a ``.`` matches only
+    itself and a MySQL ``$`` in a table name is no end anchor (which would match nothing: no snapshot at all).
+    """
+    pattern = re.escape(collection)
+    return orjson.dumps({"type": "execute-snapshot", "data": {"data-collections": [pattern], "type": "incremental"}})
 
 
 class KafkaSnapshotSignal:

@@ -259,8 +259,13 @@ def test_signal_value_is_debeziums_execute_snapshot() -> None:
 
     assert orjson.loads(signal_value("public.t")) == {
         "type": "execute-snapshot",
-        "data": {"data-collections": ["public.t"], "type": "incremental"},
+        "data": {"data-collections": ["public\\.t"], "type": "incremental"},
     }
+    # Data collections are regular expressions to Debezium: a name is sent as exactly itself.
+    import re
+
+    (pattern,) = orjson.loads(signal_value("shop.order$items"))["data"]["data-collections"]
+    assert re.fullmatch(pattern, "shop.order$items") and not re.fullmatch(pattern, "shopXorder$items")
 
 
 @pytest.mark.parametrize("lane", [False, True])
