@@ -9,7 +9,6 @@ must then find zero differences in every table, and the other table must never h
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -30,6 +29,7 @@ from connector.landing.ledger import BatchLedger, TableState
 from connector.storage import LocalStorage
 from connector.tools.verify import verify
 from tests.e2e.test_mirror_e2e import wait_for_watermark
+from tests.support.debezium import notification
 from tests.support.kafka import REPO_ROOT, run_connector
 
 pytestmark = pytest.mark.e2e
@@ -169,9 +169,7 @@ class Notifications:
     def poll(self) -> None:
         while (msg := self.consumer.poll(0.2)) is not None:
             if msg.error() is None and msg.value():
-                value = json.loads(msg.value())
-                # JsonConverter with schemas: {"schema": ..., "payload": {"type", "aggregate_type", "timestamp", ...}}
-                self.seen.append(value.get("payload", value))
+                self.seen.append(notification(msg.value()))
 
     def incremental(self, kind: str, since_ms: int) -> int | None:
         """When (epoch ms) an incremental snapshot notification ``kind`` came at or after ``since_ms``."""
