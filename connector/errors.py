@@ -8,6 +8,8 @@ everything else is terminal for what it names.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 
 class ConnectorError(Exception):
     """Root of the connector's own errors."""
@@ -105,3 +107,20 @@ class WriterFenced(ConnectorError):
 
     def __str__(self) -> str:
         return f"{self.location}: {self.reason}"
+
+
+class BulkDeclined(Exception):  # noqa: N818 - not an error: a routing signal
+    """The columnar lane leaves a topic's records to the record path, which handles them (not an error).
+
+    Raised by the bulk decode, mark and type functions when a topic's records are not exactly what they
+    can take; the lane catches it and the record path collects the topic instead.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def decline(reason: str) -> NoReturn:
+    """Leave the topic to the record path, saying why (logged at debug level)."""
+    raise BulkDeclined(reason)

@@ -19,6 +19,7 @@ import binascii
 import decimal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -125,25 +126,38 @@ class ConversionError(ValueError):
         return self.reason
 
 
+class Wire(StrEnum):
+    """How a column's values arrive (in JSON, or as Avro gives them) and so how they convert to Arrow."""
+
+    PLAIN = "plain"  # the value is the Arrow value (numbers, booleans, text)
+    CAST = "cast"  # an integer cast to the Arrow type: dates (days), microsecond timestamps
+    MILLIS = "millis"  # a millisecond timestamp, widened to microseconds
+    NANOS = "nanos"  # a nanosecond timestamp, floored to the microsecond
+    TIME = "time"  # a time of day in units of 10**-scale s, written as text
+    BASE64 = "base64"  # bytes
+    DECIMAL = "decimal"  # Connect Decimal: base64 unscaled integer of scale ``scale``
+    DECIMAL_TEXT = "decimal_text"  # the same, written as exact text
+    VSDECIMAL = "vsdecimal"  # VariableScaleDecimal: a {scale, value} struct
+    VSDECIMAL_TEXT = "vsdecimal_text"  # the same, written as exact text
+    TEXT_DECIMAL = "text_decimal"  # a decimal sent as a string (decimal.handling.mode=string)
+    BITS = "bits"  # a little-endian bit string, written as an integer
+    BITS_BYTES = "bits_bytes"  # the same, written as big-endian bytes of ``scale`` bytes (0: unknown)
+    ZONED = "zoned"  # an ISO-8601 timestamp with an offset
+    JSON = "json"  # a nested value, written as JSON text (strings pass through)
+    REFUSED = "refused"  # a type the policy will not write: ``refusal`` says why
+
+
 @dataclass(frozen=True)
 class ColumnType:
     """How one column is typed in the landing zone and how its wire values are converted.
 
-    ``wire`` says which conversion applies: ``plain`` (Arrow takes the JSON value as is), ``cast``
-    (integer wire value cast to ``arrow``: dates, microsecond timestamps), ``millis`` / ``nanos``
-    (timestamp in ms / ns, to microseconds), ``time`` (time of day in units of ``10**-scale`` s, to
-    text), ``base64`` (bytes), ``decimal`` (base64 unscaled integer of scale ``scale``, to ``arrow``),
-    ``decimal_text`` (the same, to exact text), ``vsdecimal`` (``{scale, value}`` struct),
-    ``vsdecimal_text`` (the same, to exact text), ``text_decimal`` (decimal sent as a string),
-    ``bits`` (little-endian bit string to an integer), ``bits_bytes`` (to big-endian bytes of ``scale``
-    bytes, 0 when unknown), ``zoned`` (ISO-8601 string with offset), ``json`` (nested value written as a
-    JSON string), ``refused`` (a type the policy will not write: ``refusal`` says why).
+    ``wire`` says which conversion applies (see ``Wire``).
 
     ``setting`` names the config entry that declared the type, for the message when a value does not fit.
     """
 
     arrow: pa.DataType
-    wire: str
+    wire: Wire
     scale: int = 0
     setting: str | None = None
     refusal: str | None = None
@@ -151,7 +165,7 @@ class ColumnType:
     @property
     def toastable(self) -> bool:
         """Whether Postgres can send this column as an unavailable (TOASTed) placeholder."""
-        return self.wire in ("plain", "base64", "json") and (
+        return self.wire in (Wire.PLAIN, Wire.BASE64, Wire.JSON) and (
             pa.types.is_string(self.arrow) or pa.types.is_binary(self.arrow)
         )
 
@@ -188,28 +202,30 @@ def column_type_from_schema(field: Mapping[str, Any], policy: TypePolicy = DEFAU
         return _connect_decimal(params, policy)
     if name == VARIABLE_SCALE_DECIMAL:
         if policy.variable_scale is None:
-            return ColumnType(pa.string(), "vsdecimal_text")
+            return ColumnType(pa.string(), Wire.VSDECIMAL_TEXT)
         precision, scale = policy.variable_scale
-        return ColumnType(decimal_type(precision, scale), "vsdecimal", scale, setting="mirror.variable_scale_decimal")
+        return ColumnType(
+            decimal_type(precision, scale), Wire.VSDECIMAL, scale, setting="mirror.variable_scale_decimal"
+        )
     if name == ZONED_TIMESTAMP:
-        return ColumnType(pa.timestamp("us", tz="UTC"), "zoned")
+        return ColumnType(pa.timestamp("us", tz="UTC"), Wire.ZONED)
     if name in _DATES:
-        return ColumnType(pa.date32(), "cast")
+        return ColumnType(pa.date32(), Wire.CAST)
     if name in TIMESTAMP_UNITS:
         unit = TIMESTAMP_UNITS[name]
-        return ColumnType(TIMESTAMP, {"ms": "millis", "us": "cast", "ns": "nanos"}[unit])
+        return ColumnType(TIMESTAMP, {"ms": Wire.MILLIS, "us": Wire.CAST, "ns": Wire.NANOS}[unit])
     if name in TIME_DIGITS:
-        return ColumnType(pa.string(), "time", TIME_DIGITS[name])
+        return ColumnType(pa.string(), Wire.TIME, TIME_DIGITS[name])
     if name == BITS and ftype == "bytes":
         return _bits(params)
     if name in _STRING_SEMANTICS:
-        return ColumnType(pa.string(), "plain" if ftype == "string" else "json")
+        return ColumnType(pa.string(), Wire.PLAIN if ftype == "string" else Wire.JSON)
     if ftype in ("struct", "array", "map"):
-        return ColumnType(pa.string(), "json")
+        return ColumnType(pa.string(), Wire.JSON)
     if ftype == "bytes":
-        return ColumnType(pa.binary(), "base64")
+        return ColumnType(pa.binary(), Wire.BASE64)
     if isinstance(ftype, str) and ftype in _PRIMITIVES:
-        return ColumnType(_PRIMITIVES[ftype], "plain")
+        return ColumnType(_PRIMITIVES[ftype], Wire.PLAIN)
     msg = f"unsupported Connect schema type {ftype!r} (name {name!r})"
     raise ValueError(msg)
 
@@ -225,17 +241,17 @@ def _connect_decimal(params: Mapping[str, Any], policy: TypePolicy) -> ColumnTyp
     digits = max(precision - min(scale, 0), scale, 1)
     target_scale = max(scale, 0)
     if digits <= MAX_DECIMAL_PRECISION:
-        return ColumnType(pa.decimal128(digits, target_scale), "decimal", scale)
+        return ColumnType(pa.decimal128(digits, target_scale), Wire.DECIMAL, scale)
     if policy.wide_decimals == "stop":
         return ColumnType(
             pa.string(),
-            "refused",
+            Wire.REFUSED,
             scale,
             refusal=f"decimal({precision},{scale}) is wider than the {MAX_DECIMAL_PRECISION} digits Delta and Fabric "
             "hold and mirror.wide_decimals is 'stop': declare the column in mirror.decimal_columns "
             "(precision <= 38), or set mirror.wide_decimals to 'text' to write its exact text",
         )
-    return ColumnType(pa.string(), "decimal_text", scale)
+    return ColumnType(pa.string(), Wire.DECIMAL_TEXT, scale)
 
 
 def _bits(params: Mapping[str, Any]) -> ColumnType:
@@ -250,9 +266,9 @@ def _bits(params: Mapping[str, Any]) -> ColumnType:
     except (KeyError, TypeError, ValueError):
         length = 0
     if 0 < length <= MAX_BITS_AS_INTEGER:
-        return ColumnType(pa.int64(), "bits")
+        return ColumnType(pa.int64(), Wire.BITS)
     width = (length + 7) // 8 if 0 < length < 2**31 - 1 else 0
-    return ColumnType(pa.binary(), "bits_bytes", width)
+    return ColumnType(pa.binary(), Wire.BITS_BYTES, width)
 
 
 def declared_decimal(schema_type: ColumnType | None, precision: int, scale: int, setting: str) -> ColumnType:
@@ -262,31 +278,16 @@ def declared_decimal(schema_type: ColumnType | None, precision: int, scale: int,
     decimal(precision, scale); anything else is a decimal sent as text (``decimal.handling.mode=string``).
     """
     arrow = decimal_type(precision, scale)
-    if schema_type is not None and schema_type.wire in ("decimal", "decimal_text", "refused"):
-        return ColumnType(arrow, "decimal", schema_type.scale, setting=setting)
-    if schema_type is not None and schema_type.wire in ("vsdecimal", "vsdecimal_text"):
-        return ColumnType(arrow, "vsdecimal", scale, setting=setting)
-    return ColumnType(arrow, "text_decimal", scale, setting=setting)
-
-
-def column_type_from_value(value: Any) -> ColumnType | None:
-    """Infer a column type from one non-null JSON value (schemaless events); ``None`` for null."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return ColumnType(pa.bool_(), "plain")
-    if isinstance(value, int):
-        return ColumnType(pa.int64(), "plain")
-    if isinstance(value, float):
-        return ColumnType(pa.float64(), "plain")
-    if isinstance(value, str):
-        return ColumnType(pa.string(), "plain")
-    return ColumnType(pa.string(), "json")
+    if schema_type is not None and schema_type.wire in (Wire.DECIMAL, Wire.DECIMAL_TEXT, Wire.REFUSED):
+        return ColumnType(arrow, Wire.DECIMAL, schema_type.scale, setting=setting)
+    if schema_type is not None and schema_type.wire in (Wire.VSDECIMAL, Wire.VSDECIMAL_TEXT):
+        return ColumnType(arrow, Wire.VSDECIMAL, scale, setting=setting)
+    return ColumnType(arrow, Wire.TEXT_DECIMAL, scale, setting=setting)
 
 
 def text_decimal_type(precision: int, scale: int, setting: str | None = None) -> ColumnType:
     """A decimal sent as a string (``decimal.handling.mode=string``) declared in config."""
-    return ColumnType(decimal_type(precision, scale), "text_decimal", scale, setting=setting)
+    return ColumnType(decimal_type(precision, scale), Wire.TEXT_DECIMAL, scale, setting=setting)
 
 
 def to_arrow(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
@@ -332,55 +333,55 @@ def _check_whole(values: Sequence[Any]) -> None:
 
 def _convert(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
     wire = ctype.wire
-    if wire == "plain":
+    if wire == Wire.PLAIN:
         if pa.types.is_floating(ctype.arrow) and any(type(v) in (str, int) for v in values):
             # pyarrow reads Python ints into a double column through int64: beyond it, it would fail.
             values = [_as_float(v) for v in values]
         if pa.types.is_integer(ctype.arrow):
             _check_whole(values)
         return pa.array(values, type=ctype.arrow)
-    if wire == "cast":
+    if wire == Wire.CAST:
         storage = pa.int32() if ctype.arrow == pa.date32() else pa.int64()
         return pa.array(values, type=storage).cast(ctype.arrow)
-    if wire == "millis":
+    if wire == Wire.MILLIS:
         return pa.array(values, type=pa.int64()).cast(pa.timestamp("ms")).cast(ctype.arrow)
-    if wire == "nanos":
+    if wire == Wire.NANOS:
         return floor_nanos_to_micros(pa.array(values, type=pa.int64()))
-    if wire == "time":
+    if wire == Wire.TIME:
         return pa.array([None if v is None else time_text(v, ctype.scale) for v in values], type=pa.string())
-    if wire == "base64":
+    if wire == Wire.BASE64:
         return pa.array([None if v is None else _b64(v) for v in values], type=ctype.arrow)
-    if wire == "decimal":
+    if wire == Wire.DECIMAL:
         scale = ctype.scale
         return pa.array([None if v is None else _unscaled(v, scale) for v in values], type=ctype.arrow)
-    if wire == "decimal_text":
+    if wire == Wire.DECIMAL_TEXT:
         scale = ctype.scale
         return pa.array([None if v is None else plain_text(_unscaled(v, scale)) for v in values], type=pa.string())
-    if wire == "vsdecimal":
+    if wire == Wire.VSDECIMAL:
         return pa.array(
             [None if v is None else _unscaled(v["value"], int(v["scale"])) for v in values], type=ctype.arrow
         )
-    if wire == "vsdecimal_text":
+    if wire == Wire.VSDECIMAL_TEXT:
         return pa.array(
             [None if v is None else plain_text(_unscaled(v["value"], int(v["scale"]))) for v in values],
             type=pa.string(),
         )
-    if wire == "text_decimal":
+    if wire == Wire.TEXT_DECIMAL:
         return pa.array([None if v is None else _finite(decimal.Decimal(str(v))) for v in values], type=ctype.arrow)
-    if wire == "bits":
+    if wire == Wire.BITS:
         return pa.array([None if v is None else _bits_integer(v) for v in values], type=pa.int64())
-    if wire == "bits_bytes":
+    if wire == Wire.BITS_BYTES:
         return pa.array([None if v is None else _bits_big_endian(v, ctype.scale) for v in values], type=pa.binary())
-    if wire == "zoned":
+    if wire == Wire.ZONED:
         text = pa.array(values, type=pa.string())
         try:
             return text.cast(ctype.arrow)
         except pa.ArrowInvalid:
             # More than six fractional digits (SQL Server datetimeoffset(7)): truncated to the microsecond.
             return pc.replace_substring_regex(text, _SUB_MICROSECONDS, r"\1").cast(ctype.arrow)
-    if wire == "refused":
+    if wire == Wire.REFUSED:
         raise ConversionError(0, ctype.refusal or f"a column of type {ctype.arrow} is refused")
-    if wire == "json":
+    if wire == Wire.JSON:
         return pa.array(
             [None if v is None else (v if isinstance(v, str) else orjson.dumps(v).decode()) for v in values],
             type=pa.string(),

@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from connector.debezium.schemaless import inferred_type, kind_of_value
 from connector.debezium.types import (
     ColumnType,
     ConversionError,
-    column_type_from_value,
+    Wire,
     declared_decimal,
     to_arrow,
     type_name,
@@ -68,8 +69,6 @@ class TableBatch:
     rows: list[Row] = field(default_factory=list)
     records: list[KafkaRecord] = field(default_factory=list)
     columns: dict[str, ColumnType] = field(default_factory=dict)
-    snapshot_only: bool = True
-    max_source_ts_ms: int | None = None
     _last_schema: Mapping[str, ColumnType] | None = None
 
     def merge_columns(self, schema: Mapping[str, ColumnType] | None, record: KafkaRecord) -> None:
@@ -146,19 +145,12 @@ class TableBatch:
 def established_type(arrow: pa.DataType) -> ColumnType:
     """Conversion for a schemaless column whose type an earlier batch fixed."""
     if pa.types.is_binary(arrow):
-        return ColumnType(arrow, "base64")
+        return ColumnType(arrow, Wire.BASE64)
     if pa.types.is_string(arrow):
-        return ColumnType(arrow, "json")  # passes strings through, writes nested values as JSON text
-    return ColumnType(arrow, "plain")
+        return ColumnType(arrow, Wire.JSON)  # passes strings through, writes nested values as JSON text
+    return ColumnType(arrow, Wire.PLAIN)
 
 
 def _infer(values: list[Any]) -> ColumnType | None:
-    """Type of a schemaless column from its values: ints and floats widen to double; else JSON text."""
-    kinds: set[type] = {type(v) for v in values if v is not None}
-    if not kinds:
-        return None
-    if kinds == {int, float}:
-        return ColumnType(pa.float64(), "plain")
-    if len(kinds) == 1:
-        return column_type_from_value(next(v for v in values if v is not None))
-    return ColumnType(pa.string(), "json")
+    """Type of a schemaless column from its values (``connector.debezium.schemaless``'s rule)."""
+    return inferred_type({kind_of_value(v) for v in values if v is not None})

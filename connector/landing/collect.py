@@ -14,76 +14,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from connector.config import MirrorSettings, SourceSettings, TableSettings, parse_precision_scale
+from connector.config import TableSettings, parse_precision_scale
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, Noise
 from connector.debezium.types import ConversionError, type_policy
 from connector.errors import DecodeError, TableStopped
-from connector.events import KafkaRecord, Op, SkipCounts
+from connector.events import KafkaRecord, Op
 from connector.landing.batching import DeclaredDecimal, TableBatch
 from connector.landing.deadletter import DeadLetter, poison_policy
 from connector.landing.layout import TableRef, table_for_topic
 from connector.landing.ordering import Position, position_order
+from connector.landing.pieces import CollectContext, Collected, PieceFacts, TablePiece, piece_facts
 from connector.landing.rowmarker import RowMarkerMapper, ToastStores
 
 log = logging.getLogger(__name__)
 
 # Compared with once a record: bound once (see ``Op``).
-_TRUNCATE, _READ = Op.TRUNCATE, Op.READ
-
-
-@dataclass(frozen=True)
-class CollectContext:
-    """What a slice needs to know of the ledger: read-only, pickled to Spark's Python workers."""
-
-    mirror: MirrorSettings
-    source: SourceSettings = field(default_factory=SourceSettings)
-    established: dict[str, pa.Schema] = field(default_factory=dict)
-    key_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    stopped: frozenset[str] = frozenset()
-    # Tables being re-read by an incremental snapshot: its reads may follow a streamed change of the same row,
-    # so creates and reads are upserts there whatever replay_safe_inserts says.
-    upsert_tables: frozenset[str] = frozenset()
-    defer_keep_last: bool = False
-
-
-@dataclass
-class TablePiece:
-    """One table's marked rows from one slice, in Kafka order, with what the driver needs to publish them."""
-
-    ref: TableRef
-    key_columns: tuple[str, ...]
-    table: pa.Table | None
-    first: Position
-    events: dict[str, int] = field(default_factory=dict)
-    snapshot_only: bool = True
-    max_source_ts_ms: int | None = None
-    connector: str | None = None
-    recreate: bool = False  # a truncate (policy recreate) came first: earlier rows of the table are void
-
-    @property
-    def rows(self) -> int:
-        """Marked rows in the piece."""
-        return 0 if self.table is None else self.table.num_rows
-
-
-@dataclass
-class Collected:
-    """The outcome of collecting one slice."""
-
-    pieces: dict[str, TablePiece] = field(default_factory=dict)
-    skipped: SkipCounts = field(default_factory=SkipCounts)
-    stopped: dict[str, str] = field(default_factory=dict)
-    stopped_refs: dict[str, TableRef] = field(default_factory=dict)
-    stopped_topics: dict[str, str] = field(default_factory=dict)  # a rebuild signals Debezium by topic
-    deferred: list[KafkaRecord] = field(default_factory=list)
-    poison: list[DeadLetter] = field(default_factory=list)  # under poison_policy dead-letter
-    problems: list[str] = field(default_factory=list)
-    records: int = 0
+_TRUNCATE = Op.TRUNCATE
 
 
 class _Open:
@@ -94,7 +44,26 @@ class _Open:
         self.mapper = mapper
         self.ref = ref
         self.first = first
-        self.connector: str | None = None
+
+
+class _Events:
+    """A table's events in the slice, as columns for ``piece_facts``: op, source time and connector of each."""
+
+    def __init__(self) -> None:
+        self.ops: list[str] = []
+        self.ts_ms: list[int | None] = []
+        self.connectors: list[str | None] = []
+
+    def add(self, event: ChangeEvent) -> None:
+        self.ops.append(event.op)
+        self.ts_ms.append(event.ts_ms)
+        connector = event.source.get("connector")
+        self.connectors.append(str(connector) if connector else None)
+
+    def facts(self) -> PieceFacts:
+        return piece_facts(
+            pa.array(self.ops, pa.string()), pa.array(self.ts_ms, pa.int64()), pa.array(self.connectors, pa.string())
+        )
 
 
 class SliceCollector:
@@ -125,7 +94,7 @@ class SliceCollector:
         """Decode and mark ``records`` (one slice, in Kafka order per partition)."""
         out = Collected()
         tables: dict[str, _Open] = {}
-        events: dict[str, dict[str, int]] = {}
+        events: dict[str, _Events] = {}
         refs: dict[str, TableRef] = {}
         recreated: dict[str, Position] = {}
         last_offsets: dict[tuple[str, int], int] = {}
@@ -158,11 +127,11 @@ class SliceCollector:
                 out.skipped.add("table_stopped")
                 continue
             op = decoded.op
-            counts = events.get(tid)
-            if counts is None:
-                counts = events[tid] = {}
+            seen = events.get(tid)
+            if seen is None:
+                seen = events[tid] = _Events()
                 refs[tid] = ref
-            counts[op] = counts.get(op, 0) + 1
+            seen.add(decoded)
             try:
                 if op == _TRUNCATE:
                     self._truncate(tid, decoded, settings, tables, recreated, out)
@@ -179,14 +148,6 @@ class SliceCollector:
                     batch.markers.append(marker)
                     batch.rows.append(row)
                     batch.records.append(record)
-                if op != _READ:
-                    batch.snapshot_only = False
-                if table.connector is None:
-                    connector = decoded.source.get("connector")
-                    table.connector = str(connector) if connector else None
-                ts_ms = decoded.ts_ms
-                if ts_ms is not None and (batch.max_source_ts_ms is None or ts_ms > batch.max_source_ts_ms):
-                    batch.max_source_ts_ms = ts_ms
                 position = (record.topic, record.partition)
                 if last_offsets.get(position, -1) > record.offset:
                     unordered.add(tid)
@@ -196,11 +157,11 @@ class SliceCollector:
                 out.stopped_refs[tid] = ref
                 log.error("%s", exc)
                 # Rows before the poison event stay: they are correct, and the mirror keeps them.
-        for tid, counts in events.items():
+        for tid, seen in events.items():
             table = tables.get(tid)
             if table is not None and tid in unordered:
                 _sort_by_position(table.batch)
-            out.pieces[tid] = self._piece(tid, refs[tid], table, counts, recreated.get(tid), out)
+            out.pieces[tid] = self._piece(tid, refs[tid], table, seen.facts(), recreated.get(tid), out)
         if stopped:
             topic_of = {ref.id: topic for topic, (ref, _, _) in self._topics.items()}
             out.stopped_topics = {tid: topic_of[tid] for tid in stopped if tid in topic_of}
@@ -221,7 +182,7 @@ class SliceCollector:
         tid: str,
         ref: TableRef,
         table: _Open | None,
-        events: dict[str, int],
+        facts: PieceFacts,
         recreated_at: Position | None,
         out: Collected,
     ) -> TablePiece:
@@ -231,7 +192,7 @@ class SliceCollector:
                 key_columns=self.context.key_columns.get(tid, ()),
                 table=None,
                 first=recreated_at or ("", 0, 0),
-                events=events,
+                facts=facts,
                 recreate=recreated_at is not None,
             )
         batch = table.batch
@@ -241,10 +202,7 @@ class SliceCollector:
             key_columns=batch.key_columns,
             table=arrow,
             first=recreated_at or table.first,
-            events=events,
-            snapshot_only=batch.snapshot_only,
-            max_source_ts_ms=batch.max_source_ts_ms,
-            connector=table.connector,
+            facts=facts,
             recreate=recreated_at is not None,
         )
 

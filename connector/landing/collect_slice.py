@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from connector.landing.collect import CollectContext, Collected, SliceCollector
-from connector.landing.columnar import collect_in_lane, merge_lane
+from connector.landing.collect import SliceCollector
+from connector.landing.columnar import collect_in_lane
+from connector.landing.pieces import CollectContext, Collected
 from connector.landing.rowmarker import ToastStores
 from connector.record_columns import records_from_arrow
 
@@ -24,4 +25,4 @@ def collect_slice(
     records, problems = records_from_arrow(lane.rest)
     collected = SliceCollector(context, toast_stores).collect(records) if records else Collected()
     collected.problems.extend(problems)
-    return merge_lane(lane.collected, collected)
+    return collected.absorb(lane.collected)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import base64
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from connector.debezium.envelope import ChangeEvent
-from connector.errors import TableStopped
+from connector.errors import TableStopped, decline
 from connector.events import Op, RowMarker
 
 Row = dict[str, Any]
@@ -340,3 +342,72 @@ class ToastStores:
         self._replaced.clear()
         for store in self.stores.values():
             store.rollback()
+
+
+def mark_parsed(
+    parsed: pa.Table, row_columns: Sequence[str], key_columns: tuple[str, ...], spec: MarkerSpec
+) -> tuple[np.ndarray, dict[str, pa.Array]]:
+    """Row markers and row columns of a topic parsed in bulk, as ``RowMarkerMapper`` makes them record by record.
+
+    ``parsed`` holds ``op`` and the ``before`` / ``after`` structs of ``row_columns``; an update that changes
+    the key becomes two rows. What the record path would do differently (no ``after`` row, a delete without
+    its key in ``before``) calls ``decline``.
+    """
+    ops = parsed.column("op").combine_chunks()
+    before = parsed.column("before").combine_chunks()
+    after = parsed.column("after").combine_chunks()
+    is_delete = pc.equal(ops, Op.DELETE.value)
+    is_update = pc.equal(ops, Op.UPDATE.value)
+    if pc.any(pc.and_(pc.invert(is_delete), pc.is_null(after))).as_py():
+        decline("a create or update has no 'after' row")
+    before_columns = dict(zip(row_columns, before.flatten(), strict=True))
+    after_columns = dict(zip(row_columns, after.flatten(), strict=True))
+    missing = [c for c in key_columns if c not in row_columns]
+    if missing:
+        decline(f"key columns {missing} are not row columns")
+    has_before = pc.is_valid(before)
+    key_changed = pa.array(np.zeros(len(ops), dtype=bool))
+    for column in key_columns:
+        old, new = before_columns[column], after_columns[column]
+        same = pc.or_(pc.fill_null(pc.equal(old, new), False), pc.and_(pc.is_null(old), pc.is_null(new)))
+        key_changed = pc.or_(key_changed, pc.invert(same))
+        # A delete row (or the delete half of a key change) without its key would need the record key.
+        needs_key = pc.and_(pc.is_null(old), pc.or_(is_delete, pc.and_(is_update, has_before)))
+        if pc.any(needs_key).as_py():
+            decline("a delete row lacks a key column in 'before'")
+    split = pc.and_(pc.and_(is_update, has_before), key_changed).to_numpy(zero_copy_only=False)
+    op_codes = ops.to_numpy(zero_copy_only=False)
+    markers = spec.of_ops(op_codes, split)
+    deletes = is_delete.to_numpy(zero_copy_only=False)
+    rows: dict[str, pa.Array] = {}
+    if not split.any():
+        for name in row_columns:
+            old, new = before_columns[name], after_columns[name]
+            rows[name] = pc.if_else(is_delete, old, new) if deletes.any() else new
+        return markers, rows
+    # An update that changes the key: a delete of the old row, then an insert of the new one.
+    per_record = 1 + split.astype(np.int64)
+    take = np.repeat(np.arange(len(op_codes)), per_record)
+    starts = np.cumsum(per_record) - per_record
+    from_before = np.repeat(deletes, per_record)
+    from_before[starts[split]] = True
+    expanded = np.repeat(markers, per_record)
+    expanded[starts[split]] = int(spec.key_change[0])
+    indices = pa.array(take)
+    mask = pa.array(from_before)
+    for name in row_columns:
+        rows[name] = pc.if_else(mask, before_columns[name].take(indices), after_columns[name].take(indices))
+    return expanded, rows
+
+
+def holds_placeholder(parsed: pa.Table, placeholder: str) -> bool:
+    """Whether a ``before`` or ``after`` value of ``parsed`` equals the placeholder (text or base64).
+
+    The record path fills or refuses such values per row (``RowMarkerMapper``); the lane leaves them to it.
+    """
+    values = pa.array(placeholder_values(placeholder), pa.string())
+    for side in ("before", "after"):
+        for column in parsed.column(side).chunk(0).flatten():
+            if column.type == pa.string() and pc.any(pc.is_in(column, value_set=values)).as_py():
+                return True
+    return False

@@ -18,9 +18,9 @@ from connector.debezium.types import type_name
 from connector.errors import TableStopped
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing.batch_result import BatchResult
-from connector.landing.collect import Collected, TablePiece
 from connector.landing.layout import TableRef
 from connector.landing.ordering import position_order
+from connector.landing.pieces import Collected, TablePiece
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,12 @@ import pytest
 
 from benchmarks.events import generated_events
 from connector.config import MirrorSettings, TableSettings
+from connector.debezium import bulk_json
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat
-from connector.landing import columnar
-from connector.landing.collect import CollectContext, Collected, SliceCollector
-from connector.landing.columnar import LaneResult, collect_in_lane, merge_lane
+from connector.landing.collect import SliceCollector
+from connector.landing.columnar import LaneResult, collect_in_lane
+from connector.landing.pieces import CollectContext, Collected
 from connector.record_columns import records_from_arrow
 from connector.stream.source import headers_needed
 from tests.support.debezium import Topic, decimal_field, encode_decimal, field
@@ -54,7 +55,7 @@ def through_lane(context: CollectContext, records: list[KafkaRecord]) -> tuple[L
     lane = collect_in_lane(context, as_arrow(records))
     rest, problems = records_from_arrow(lane.rest)
     assert not problems
-    return lane, merge_lane(lane.collected, SliceCollector(context).collect(rest))
+    return lane, SliceCollector(context).collect(rest).absorb(lane.collected)
 
 
 def assert_same(expected: Collected, actual: Collected) -> None:
@@ -223,7 +224,7 @@ def test_a_schemaless_tables_first_batch_infers_types_as_the_row_path(
     With many blocks Arrow infers each block apart and unifies them (a block of deletes has no 'after').
     """
     if blocks == "many blocks":
-        monkeypatch.setattr(columnar, "_CHUNK_BYTES", 1)  # a chunk, and so a block, per line
+        monkeypatch.setattr(bulk_json, "_CHUNK_BYTES", 1)  # a chunk, and so a block, per line
     records = schemaless_first_batch(change)
     for policy in ("stop", "dead-letter"):
         lane = check(CollectContext(MirrorSettings(poison_policy=policy)), records)
@@ -431,7 +432,7 @@ def test_a_field_outside_the_rows_changing_kind_between_chunks_is_parsed_safely(
     with_schema: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Arrow's reader crashed the process on a string in one block and an object in the next: chunks stay apart."""
-    monkeypatch.setattr(columnar, "_CHUNK_BYTES", 300)
+    monkeypatch.setattr(bulk_json, "_CHUNK_BYTES", 300)
     records = mixed_workload(orders(with_schema=with_schema))
     half = len(records) // 2
     extra = [b'"transaction":"t-1",', b'"transaction":{"id":"t-1","total_order":1},']
@@ -450,7 +451,7 @@ def test_randomly_damaged_batches_collect_alike(with_schema: bool, monkeypatch: 
     """
     rng = random.Random(20261121)
     if not with_schema:
-        monkeypatch.setattr(columnar, "_CHUNK_BYTES", 300)  # many chunks, each inferred apart
+        monkeypatch.setattr(bulk_json, "_CHUNK_BYTES", 300)  # many chunks, each inferred apart
     topic = orders(with_schema=with_schema)
     base = mixed_workload(topic) + mixed_workload(topic, start=40)
     donors = [r.value or b"" for r in base]

@@ -9,12 +9,12 @@ import math
 import pyarrow as pa
 import pytest
 
+from connector.debezium.schemaless import column_type_from_value
 from connector.debezium.types import (
     ColumnType,
     ConversionError,
     TypePolicy,
     column_type_from_schema,
-    column_type_from_value,
     declared_decimal,
     text_decimal_type,
     to_arrow,
