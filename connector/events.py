@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 
 class RowMarker(IntEnum):
@@ -70,6 +70,3 @@ class SkipCounts:
     def total(self) -> int:
         """All skipped records."""
         return sum(self.by_kind.values())
-
-
-JsonValue = Any

@@ -67,11 +67,6 @@ def inferred_type(kinds: Iterable[ValueKind]) -> ColumnType | None:
     return _JSON_TEXT
 
 
-def column_type_from_value(value: Any) -> ColumnType | None:
-    """Infer a column type from one JSON value; ``None`` for null."""
-    return None if value is None else inferred_type([kind_of_value(value)])
-
-
 def kind_of_arrow(arrow: pa.DataType) -> ValueKind | None:
     """The kind of a column Arrow's JSON reader inferred (``None``: only nulls)."""
     if pa.types.is_null(arrow):

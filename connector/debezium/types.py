@@ -285,11 +285,6 @@ def declared_decimal(schema_type: ColumnType | None, precision: int, scale: int,
     return ColumnType(arrow, Wire.TEXT_DECIMAL, scale, setting=setting)
 
 
-def text_decimal_type(precision: int, scale: int, setting: str | None = None) -> ColumnType:
-    """A decimal sent as a string (``decimal.handling.mode=string``) declared in config."""
-    return ColumnType(decimal_type(precision, scale), Wire.TEXT_DECIMAL, scale, setting=setting)
-
-
 def to_arrow(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
     """Convert one column of wire values to an Arrow array of ``ctype.arrow``.
 

@@ -69,11 +69,6 @@ def staged_file_name(batch_id: int, number: int, extension: str) -> str:
     return f"{STAGED_PREFIX}{batch_id}_{number:0{FILE_NUMBER_DIGITS}d}.{extension}"
 
 
-def decimal_column_key(table: TableRef, column: str) -> str:
-    """Key of ``mirror.decimal_columns``: ``schema.table.column``."""
-    return f"{table.id}.{column}"
-
-
 def discover_tables(storage: Storage) -> list[TableRef]:
     """Table folders of the landing zone, sorted by table id.
 

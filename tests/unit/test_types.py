@@ -9,14 +9,13 @@ import math
 import pyarrow as pa
 import pytest
 
-from connector.debezium.schemaless import column_type_from_value
+from connector.debezium.schemaless import ValueKind, inferred_type, kind_of_value
 from connector.debezium.types import (
     ColumnType,
     ConversionError,
     TypePolicy,
     column_type_from_schema,
     declared_decimal,
-    text_decimal_type,
     to_arrow,
 )
 from tests.support.debezium import encode_decimal
@@ -248,7 +247,7 @@ def test_variable_scale_decimal_declared_is_exact_or_an_error_naming_the_setting
 
 
 def test_decimal_sent_as_text_when_declared() -> None:
-    column = text_decimal_type(12, 2)
+    column = declared_decimal(None, 12, 2, "mirror.decimal_columns")
     assert to_arrow(["1.10", None, "-3"], column).to_pylist() == [
         decimal.Decimal("1.10"),
         None,
@@ -273,11 +272,19 @@ def test_bad_value_names_its_row() -> None:
 
 
 def test_schemaless_inference() -> None:
-    assert column_type_from_value(1) == ColumnType(pa.int64(), "plain")
-    assert column_type_from_value(True) == ColumnType(pa.bool_(), "plain")
-    assert column_type_from_value(1.5) == ColumnType(pa.float64(), "plain")
-    assert column_type_from_value({"a": 1}) == ColumnType(pa.string(), "json")
-    assert column_type_from_value(None) is None
+    def of(*values: object) -> ColumnType | None:
+        return inferred_type({kind_of_value(v) for v in values if v is not None})
+
+    assert of(1, 2) == ColumnType(pa.int64(), "plain")
+    assert of(True) == ColumnType(pa.bool_(), "plain")
+    assert of(1.5) == ColumnType(pa.float64(), "plain")
+    assert of(1, 1.5) == ColumnType(pa.float64(), "plain")  # ints and floats widen to double
+    assert of("a") == ColumnType(pa.string(), "plain")
+    assert of({"a": 1}) == ColumnType(pa.string(), "json")
+    assert of(1, "a") == ColumnType(pa.string(), "json")  # mixed kinds: JSON text
+    assert of(True, 1) == ColumnType(pa.string(), "json")  # a bool is not an int here
+    assert of(None) is None
+    assert kind_of_value(False) is ValueKind.BOOL
 
 
 def test_a_fraction_in_an_integer_column_is_an_error_not_truncated() -> None:
