@@ -8,41 +8,28 @@ record is never lost: either it is in the dead-letter output, or the batch faile
 Replays are why ``write`` is idempotent per batch id for the folder (a replayed batch finds its file and
 adds only what is missing) and at-least-once for Kafka (a replayed batch is produced again; consumers
 of the dead-letter topic dedupe by the ``deadletter.topic`` / ``.partition`` / ``.offset`` headers).
+
+This module holds what both outputs share: the record, the poison policy, the writer interface and the
+choice of writer; the writers themselves are ``deadletter_folder`` and ``deadletter_kafka``.
 """
 
 from __future__ import annotations
 
-import base64
-import logging
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import orjson
-
-from connector.config import (
-    ConnectorSettings,
-    DeadLetterSettings,
-    MirrorSettings,
-    SourceSettings,
-    redact,
-    resolve_secret_references,
-)
+from connector.config import ConnectorSettings, MirrorSettings
 from connector.errors import ConfigError, ConnectorError, TransientError
 from connector.events import KafkaRecord
-from connector.kafka_client import client_security_options
-from connector.storage import Storage, is_remote, join, open_storage
+from connector.storage import is_remote, open_storage
 from connector.storage.errors import InvalidStorageURL
-
-_LOG = logging.getLogger(__name__)
 
 #: Default folder, under the checkpoint volume: outside the landing zone, on storage the job owns.
 DEFAULT_FOLDER = "_deadletter"
-
-HEADER_PREFIX = "deadletter."
 
 
 class DeadLetterError(ConnectorError):
@@ -142,6 +129,10 @@ def open_dead_letter_writer(settings: ConnectorSettings) -> DeadLetterWriter | N
         ConfigError: the dead-letter folder is inside the landing zone, or kind kafka lacks a topic or
             bootstrap servers.
     """
+    # The writers subclass DeadLetterWriter from this module, so they are imported here, not at the top.
+    from connector.landing.deadletter_folder import FolderDeadLetterWriter
+    from connector.landing.deadletter_kafka import KafkaDeadLetterWriter, producer_config
+
     if not dead_letter_in_use(settings.mirror):
         return None
     config = settings.dead_letter
@@ -164,84 +155,6 @@ def open_dead_letter_writer(settings: ConnectorSettings) -> DeadLetterWriter | N
         msg = f"dead_letter.url is not a folder or storage URL: {exc}"
         raise ConfigError(msg) from None
     return FolderDeadLetterWriter(storage)
-
-
-# -- folder --------------------------------------------------------------------------------------------
-
-
-class FolderDeadLetterWriter(DeadLetterWriter):
-    """One JSON-lines file per batch and table: ``<table>/<batch_id:020d>.jsonl``, in Kafka order.
-
-    Each line holds ``topic``, ``partition``, ``offset``, ``timestamp_ms``, ``table``, ``error``,
-    ``batch_id``, ``key`` and ``value`` (base64, or null) and ``headers`` (``[name, base64 or null]``
-    pairs). Files are created with the storage's no-overwrite create; when a replayed batch finds its
-    file, letters already in it (by topic, partition, offset) are skipped and the file is rewritten
-    only if some were missing, so the folder never holds a record twice.
-    """
-
-    def __init__(self, storage: Storage) -> None:
-        self._storage = storage
-        self.location = storage.url
-
-    def write(self, batch_id: int, letters: Sequence[DeadLetter]) -> None:
-        """Store ``letters``; see the class docstring for the layout and the replay rule."""
-        by_table: dict[str, list[DeadLetter]] = {}
-        for letter in letters:
-            by_table.setdefault(letter.table, []).append(letter)
-        for table, group in sorted(by_table.items()):
-            path = join(_folder_name(table), f"{batch_id:020d}.jsonl")
-            group.sort(key=DeadLetter.sort_key)
-            lines = [_line(batch_id, letter) for letter in group]
-            try:
-                self._storage.create(path, b"".join(lines))
-            except FileExistsError:
-                written = self._storage.read_bytes(path)
-                present = {_position(line) for line in written.splitlines() if line.strip()}
-                missing = [line for line in lines if _position(line) not in present]
-                if not missing:
-                    continue
-                merged = sorted([*(ln + b"\n" for ln in written.splitlines() if ln.strip()), *missing], key=_position)
-                self._storage.replace(path, b"".join(merged))
-            _LOG.warning(
-                "dead-lettered %d record(s) of table %s (batch %d) to %s; first %s: %s",
-                len(group),
-                table,
-                batch_id,
-                join(self.location, path),
-                group[0].position,
-                group[0].error,
-            )
-
-
-def _folder_name(table: str) -> str:
-    """A table id as one safe folder name (no separators, no leading dot or underscore)."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", table).lstrip("._") or "unknown"
-    return name
-
-
-def _line(batch_id: int, letter: DeadLetter) -> bytes:
-    entry = {
-        "topic": letter.topic,
-        "partition": letter.partition,
-        "offset": letter.offset,
-        "timestamp_ms": letter.timestamp_ms,
-        "table": letter.table,
-        "error": letter.error,
-        "batch_id": batch_id,
-        "key": _b64(letter.key),
-        "value": _b64(letter.value),
-        "headers": [[name, _b64(value)] for name, value in letter.headers],
-    }
-    return orjson.dumps(entry) + b"\n"
-
-
-def _position(line: bytes) -> tuple[str, int, int]:
-    entry = orjson.loads(line)
-    return str(entry["topic"]), int(entry["partition"]), int(entry["offset"])
-
-
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")
 
 
 def check_outside_landing_zone(url: str, landing_zone_url: str) -> None:
@@ -285,166 +198,3 @@ def _remote_parts(url: str, setting: str) -> tuple[str, ...]:
     host = re.sub(r"^[a-z0-9]+-onelake\.", "onelake.", host)
     folders = tuple(p.casefold() for p in location.root.split("/") if p)
     return (host, location.filesystem.casefold(), *folders)
-
-
-# -- kafka ---------------------------------------------------------------------------------------------
-
-
-def producer_config(source: SourceSettings, config: DeadLetterSettings, bootstrap: str) -> dict[str, Any]:
-    """Producer options (librdkafka names) for the dead-letter topic.
-
-    Security options come from ``source.kafka_options`` (the source's brokers usually host the dead-letter
-    topic): options librdkafka shares with the Java client are taken as they are, and a PLAIN / SCRAM
-    ``sasl.jaas.config`` becomes ``sasl.username`` / ``sasl.password``. Java-only options (JKS key and
-    trust stores, callback classes) have no librdkafka equivalent; they are skipped and named in a log
-    line, and ``dead_letter.producer_options`` can supply the librdkafka form. Idempotence, ``acks=all``
-    and the delivery timeout are always set.
-    """
-    options, skipped = client_security_options(source)
-    if skipped:
-        _LOG.info("dead-letter producer: source.kafka_options without a librdkafka equivalent skipped: %s", skipped)
-    for key, raw_value in config.producer_options.items():
-        options[key] = resolve_secret_references(raw_value, f"dead_letter.producer_options.{key}")
-    options.update(
-        {
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "message.timeout.ms": int(config.delivery_timeout_s * 1000),
-        }
-    )
-    return options
-
-
-class KafkaDeadLetterWriter(DeadLetterWriter):
-    """Produces each poison record to a dead-letter topic, raw, keyed as it was.
-
-    The record keeps its key (so one key's letters stay in order in one partition), value and headers,
-    plus ``deadletter.error``, ``deadletter.topic``, ``deadletter.partition``, ``deadletter.offset``,
-    ``deadletter.table``, ``deadletter.batch_id`` and, when known, ``deadletter.timestamp`` headers.
-    The producer is idempotent with ``acks=all`` and ``write`` flushes before returning, so a batch is
-    only published after its letters are durable. Delivery is at-least-once across replays: a batch that
-    failed after its letters were produced produces them again when Spark replays it.
-    """
-
-    def __init__(self, topic: str, config: dict[str, Any], delivery_timeout_s: float) -> None:
-        self.topic = topic
-        self._config = config
-        self._timeout = delivery_timeout_s
-        self._producer: Any = None
-        self.location = f"kafka topic {topic} on {config.get('bootstrap.servers')}"
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"topic": self.topic, "config": self._config, "timeout": self._timeout}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["topic"], state["config"], state["timeout"])  # type: ignore[misc]
-
-    def redacted_config(self) -> dict[str, str]:
-        """The producer options, safe to log."""
-        return {k: redact(k, str(v)) for k, v in self._config.items()}
-
-    def write(self, batch_id: int, letters: Sequence[DeadLetter]) -> None:
-        """Produce ``letters`` and wait until every one is acknowledged by all in-sync replicas."""
-        if not letters:
-            return
-        from confluent_kafka import KafkaError, KafkaException, Producer
-
-        if self._producer is None:
-            try:
-                self._producer = Producer(self._config)
-            except KafkaException as exc:
-                msg = f"dead-letter producer for {self.location}: {exc.args[0]}"
-                raise ConfigError(msg) from None
-        producer = self._producer
-        failures: list[KafkaError] = []
-
-        def on_delivery(err: KafkaError | None, _message: object) -> None:
-            if err is not None:
-                failures.append(err)
-
-        for letter in letters:
-            headers = [*letter.headers, *_headers(batch_id, letter)]
-            while True:
-                try:
-                    producer.produce(
-                        self.topic, key=letter.key, value=letter.value, headers=headers, on_delivery=on_delivery
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.1)  # the local queue is full: let deliveries drain it
-                except KafkaException as exc:
-                    msg = f"dead-letter topic {self.topic} refused {letter.position}: {exc.args[0]}"
-                    raise DeadLetterError(msg) from None
-            producer.poll(0)
-        undelivered = producer.flush(self._timeout)
-        if failures:
-            first = failures[0]
-            msg = (
-                f"dead-letter topic {self.topic}: {len(failures)} of {len(letters)} record(s) of batch {batch_id} "
-                f"not delivered: {first.str()}"
-            )
-            if any(_permanent(f) for f in failures):
-                raise DeadLetterError(msg)
-            raise DeadLetterUnavailable(msg)
-        if undelivered:
-            msg = (
-                f"dead-letter topic {self.topic}: {undelivered} record(s) of batch {batch_id} not acknowledged "
-                f"within dead_letter.delivery_timeout_s={self._timeout}"
-            )
-            raise DeadLetterUnavailable(msg)
-        tables = sorted({letter.table for letter in letters})
-        _LOG.warning(
-            "dead-lettered %d record(s) of table(s) %s (batch %d) to %s; first %s: %s",
-            len(letters),
-            ", ".join(tables),
-            batch_id,
-            self.location,
-            letters[0].position,
-            letters[0].error,
-        )
-
-    def close(self) -> None:
-        """Flush what is queued and drop the producer."""
-        if self._producer is not None:
-            self._producer.flush(self._timeout)
-            self._producer = None
-
-
-# Delivery errors a replay cannot fix: a person has to change ACLs, the topic or its size limit. Anything
-# else (timeouts, brokers down, leader elections) is transient: the batch fails and is replayed.
-_PERMANENT_ERRORS = frozenset(
-    {
-        "TOPIC_AUTHORIZATION_FAILED",
-        "CLUSTER_AUTHORIZATION_FAILED",
-        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
-        "SASL_AUTHENTICATION_FAILED",
-        "_AUTHENTICATION",
-        "MSG_SIZE_TOO_LARGE",
-        "_MSG_SIZE_TOO_LARGE",
-        "RECORD_LIST_TOO_LARGE",
-        "INVALID_RECORD",
-        "_UNKNOWN_TOPIC",
-        "UNKNOWN_TOPIC_OR_PART",
-        "TOPIC_EXCEPTION",
-        "_INVALID_ARG",
-    }
-)
-
-
-def _permanent(error: Any) -> bool:
-    return bool(error.fatal()) or str(error.name()) in _PERMANENT_ERRORS
-
-
-def _headers(batch_id: int, letter: DeadLetter) -> list[tuple[str, bytes]]:
-    out = [
-        (f"{HEADER_PREFIX}error", letter.error.encode()),
-        (f"{HEADER_PREFIX}topic", letter.topic.encode()),
-        (f"{HEADER_PREFIX}partition", str(letter.partition).encode()),
-        (f"{HEADER_PREFIX}offset", str(letter.offset).encode()),
-        (f"{HEADER_PREFIX}table", letter.table.encode()),
-        (f"{HEADER_PREFIX}batch_id", str(batch_id).encode()),
-    ]
-    if letter.timestamp_ms is not None:
-        out.append((f"{HEADER_PREFIX}timestamp", str(letter.timestamp_ms).encode()))
-    return out

@@ -21,7 +21,7 @@ import pytest
 from pydantic import SecretStr
 
 from connector.config import SchemaRegistrySettings, SourceSettings, load_settings
-from connector.debezium import avro as avro_module
+from connector.debezium import schema_registry
 from connector.debezium.avro import AvroDecoder
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
@@ -43,7 +43,7 @@ TOPIC = "dbserver1.public.matrix"
 def _fresh_process_caches() -> Iterator[None]:
     # The schema cache is per process and keyed by registry URL; doubles reuse ephemeral ports, so each
     # test starts as a fresh Spark worker would.
-    for cache in (avro_module._WRITER_SCHEMAS, avro_module._UNREADABLE, avro_module._MISSING):
+    for cache in (schema_registry._WRITER_SCHEMAS, schema_registry._UNREADABLE, schema_registry._MISSING):
         cache.clear()
     yield
 

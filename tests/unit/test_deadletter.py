@@ -18,13 +18,12 @@ from connector.events import KafkaRecord
 from connector.landing.deadletter import (
     DeadLetter,
     DeadLetterUnavailable,
-    FolderDeadLetterWriter,
-    KafkaDeadLetterWriter,
     check_outside_landing_zone,
     open_dead_letter_writer,
     poison_policy,
-    producer_config,
 )
+from connector.landing.deadletter_folder import FolderDeadLetterWriter
+from connector.landing.deadletter_kafka import KafkaDeadLetterWriter, producer_config
 from connector.tools.check_config import check_config_file
 from tests.conftest import Landing
 

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from connector.config import SchemaRegistrySettings
-from connector.debezium import avro as avro_module
+from connector.debezium import schema_registry
 from connector.debezium.avro import AvroDecoder
 from connector.debezium.decoder import Decoder
 from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
@@ -36,7 +36,7 @@ DATA = Path(__file__).parent.parent / "data"
 
 @pytest.fixture(scope="module")
 def registry() -> Iterator[RegistryDouble]:
-    for cache in (avro_module._WRITER_SCHEMAS, avro_module._UNREADABLE, avro_module._MISSING):
+    for cache in (schema_registry._WRITER_SCHEMAS, schema_registry._UNREADABLE, schema_registry._MISSING):
         cache.clear()
     with RegistryDouble() as double:
         yield double

@@ -18,10 +18,10 @@ import orjson
 import pytest
 
 from connector.config import MirrorSettings, SchemaRegistrySettings, SourceSettings
-from connector.debezium import avro as avro_module
+from connector.debezium import schema_registry
 from connector.events import KafkaRecord
 from connector.landing.batch_result import BatchResult
-from connector.landing.deadletter import FolderDeadLetterWriter
+from connector.landing.deadletter_folder import FolderDeadLetterWriter
 from connector.landing.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from connector.tools.replay import replay_landing_zone
@@ -38,7 +38,7 @@ DAMAGED_SHARE = 0.06
 
 @pytest.fixture(scope="module")
 def registry() -> Iterator[RegistryDouble]:
-    for cache in (avro_module._WRITER_SCHEMAS, avro_module._UNREADABLE, avro_module._MISSING):
+    for cache in (schema_registry._WRITER_SCHEMAS, schema_registry._UNREADABLE, schema_registry._MISSING):
         cache.clear()
     with RegistryDouble() as double:
         yield double

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pytest
 
 from connector.config import MirrorSettings, SchemaRegistrySettings, SourceSettings
-from connector.debezium import avro as avro_module
+from connector.debezium import schema_registry
 from connector.events import KafkaRecord
 from connector.kcat import kcat_line
 from connector.landing.fabric_types import fabric_type_problem
@@ -326,7 +326,7 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(autouse=True)
 def _fresh_schema_caches() -> Iterator[None]:
     # Avro writer schemas are cached per process by registry URL; the double reuses ephemeral ports.
-    for cache in (avro_module._WRITER_SCHEMAS, avro_module._UNREADABLE, avro_module._MISSING):
+    for cache in (schema_registry._WRITER_SCHEMAS, schema_registry._UNREADABLE, schema_registry._MISSING):
         cache.clear()
     yield
 
