@@ -1,13 +1,21 @@
-"""Stage → rename → verify: how files reach their numbered names without ever overwriting one."""
+"""Rename → verify: how a batch's staged files reach their numbered names without ever overwriting one.
+
+Publishing carries out a recorded plan (``connector.landing.ledger``), so a crash is recovered by carrying
+it out again; the ledger commits what was published. Staging the files is ``connector.landing.staging``.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import replace
 
+from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt
-from connector.landing.layout import PROCESSED_FOLDERS, STAGED_PREFIX, parse_data_file_name
-from connector.landing.ledger import PlannedFile
+from connector.landing.batch_result import BatchResult
+from connector.landing.layout import PROCESSED_FOLDERS, STAGED_PREFIX, discover_tables, parse_data_file_name
+from connector.landing.ledger import BatchPlan, LedgerState, PlannedFile
+from connector.landing.rebuild import stop_or_rebuild
 from connector.storage.base import Storage, join
 
 log = logging.getLogger(__name__)
@@ -44,6 +52,51 @@ def remove_orphans(storage: Storage, folder: str, keep: set[str]) -> int:
             storage.delete(info.path)
             removed += 1
     return removed
+
+
+def publish_plan(storage: Storage, plan: BatchPlan, mirror: MirrorSettings, result: BatchResult) -> LedgerState:
+    """Publish every file of ``plan`` in order; the state to commit, with the tables that failed stopped.
+
+    A table whose file cannot be published (``LandingZoneCorrupt``) publishes none of its later files and is
+    stopped (or its rebuild begun); the other tables go on. What was published is counted in ``result``.
+    """
+    tables = dict(plan.state.tables)
+    failed: set[str] = set()
+    for planned in plan.files:
+        if planned.table in failed:
+            continue
+        try:
+            published = publish_file(storage, planned)
+        except LandingZoneCorrupt as exc:
+            failed.add(planned.table)
+            tables[planned.table] = stop_or_rebuild(tables[planned.table], str(exc), mirror)
+            result.stopped[planned.table] = str(exc)
+            log.error("table %s stopped: %s", planned.table, exc)
+            continue
+        if published:
+            entry = result.table(planned.table)
+            entry.files += 1
+            entry.rows += planned.rows
+            entry.bytes += planned.size
+    return plan.state if not failed else replace(plan.state, tables=tables)
+
+
+def table_folders(storage: Storage, state: LedgerState) -> list[str]:
+    """Every table folder: the ledger's, and those found in the landing zone (an earlier writer's too)."""
+    folders = {t.folder for t in state.tables.values()}
+    folders.update(table.folder for table in discover_tables(storage))
+    return sorted(folders)
+
+
+def remove_leftovers(storage: Storage, state: LedgerState) -> None:
+    """Delete interrupted uploads and unplanned staged files, once ``state`` committed every recorded plan."""
+    # Uploads a crash cut short (never renamed, so never visible to mirroring) go first.
+    for path in storage.cleanup_temporary():
+        log.info("removed an interrupted upload: %s", path)
+    for folder in table_folders(storage, state):
+        removed = remove_orphans(storage, folder, keep=set())
+        if removed:
+            log.info("removed %d staged files of an unplanned batch in %s", removed, folder)
 
 
 def publish_file(storage: Storage, planned: PlannedFile) -> bool:

@@ -1,8 +1,17 @@
-"""The core's entry point: one batch of Kafka records in, numbered landing-zone files out.
+"""The core's entry point and batch orchestrator: one batch of Kafka records in, numbered landing-zone files out.
 
 ``MirrorSink.process_batch(batch_id, records)`` is what both ``convert`` and the streaming job's
 ``foreachBatch`` call. A problem in one table (poison event, type change, truncate, TOAST placeholder,
 conflicting metadata) stops that table only; the batch goes on for the others.
+
+This module only orders the steps of a batch; each role is another module's:
+
+- collect (decode and mark, per slice): ``collect_slice`` / ``collect`` / ``columnar``, ``rowmarker`` (TOAST);
+- order (a table's pieces joined): ``table_rows``; poison records out: ``deadletter``;
+- number: ``numbering`` (each table's next number) and ``ledger`` (plans, commits, TOAST snapshots);
+- encode and stage: ``staging`` (with ``encoding`` and ``metadata``);
+- publish and crash recovery: ``publisher``; stopped tables and rebuilds: ``rebuild``;
+- store: the ``Storage`` given for the landing zone and the checkpoint.
 """
 
 from __future__ import annotations
@@ -18,17 +27,16 @@ import pyarrow as pa
 
 from connector.config import MirrorSettings, SourceSettings
 from connector.errors import ConfigError, LandingZoneCorrupt, TableStopped
-from connector.events import ROW_MARKER_COLUMN, KafkaRecord
+from connector.events import KafkaRecord
 from connector.landing.batch_result import BatchResult
-from connector.landing.collect import CollectContext, Collected, SliceCollector
+from connector.landing.collect import SliceCollector
 from connector.landing.collect_slice import collect_slice
 from connector.landing.deadletter import DeadLetter, DeadLetterWriter, dead_letter_in_use
-from connector.landing.encoding import FileFormat
-from connector.landing.layout import TableRef, data_file_name, discover_tables, staged_file_name
+from connector.landing.layout import TableRef
 from connector.landing.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
-from connector.landing.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
 from connector.landing.numbering import FileNumbering
-from connector.landing.publisher import digest, highest_number, publish_file, remove_orphans
+from connector.landing.pieces import CollectContext, Collected
+from connector.landing.publisher import highest_number, publish_plan, remove_leftovers, remove_orphans, table_folders
 from connector.landing.rebuild import (
     SNAPSHOT_REQUESTED,
     FabricTables,
@@ -39,8 +47,9 @@ from connector.landing.rebuild import (
 )
 from connector.landing.rowmarker import ToastStore, ToastStores
 from connector.landing.source_offsets import check_batch
-from connector.landing.table_rows import TableRows, merge_schema, merge_slices
-from connector.storage.base import Storage, join
+from connector.landing.staging import TableStager
+from connector.landing.table_rows import TableRows, merge_slices
+from connector.storage.base import Storage
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +76,10 @@ class MirrorSink:
         self.source = source or SourceSettings()
         self.dead_letters = dead_letters
         self.ledger = BatchLedger(checkpoint)
-        self._format = FileFormat(mirror.file_format, mirror.compression)
+        self._stager = TableStager(landing, mirror)
         self._numbering = FileNumbering(landing)
         self._toast = ToastStores(self._load_toast_store, removed_limit=self.mirror.keep_last_removed_keys)
         self._recovered = False
-        self._partner_events_written = False
         self._schemas: dict[str, pa.Schema] = {}
         self._source: BatchSource | None = None
         self._rebuilder = TableRebuilder(
@@ -124,13 +132,7 @@ class MirrorSink:
             log.warning("completing batch %d interrupted before its commit (%d files)", plan.batch_id, len(plan.files))
             self._publish(plan, BatchResult(plan.batch_id))
             completed += 1
-        # Uploads a crash cut short (never renamed, so never visible to mirroring) go first.
-        for path in self.landing.cleanup_temporary():
-            log.info("removed an interrupted upload: %s", path)
-        for folder in self._table_folders():
-            removed = remove_orphans(self.landing, folder, keep=set())
-            if removed:
-                log.info("removed %d staged files of an unplanned batch in %s", removed, folder)
+        remove_leftovers(self.landing, self.ledger.state)
         self._recovered = True
         return completed
 
@@ -153,7 +155,7 @@ class MirrorSink:
 
     def first_published_file(self) -> str | None:
         """A table folder holding a numbered file (also processed ones), ``None`` when the landing zone has none."""
-        for folder in self._table_folders():
+        for folder in table_folders(self.landing, self.ledger.state):
             if highest_number(self.landing, folder):
                 return folder
         return None
@@ -226,7 +228,7 @@ class MirrorSink:
                     slices = [*slices, collector.collect(itertools.chain(local, records or ()))]
             merged = merge_slices(slices, result)
             self._dead_letter(batch_id, slices, result)
-            plan = self._stage(batch_id, merged.tables, merged.refs, merged.recreate, result, merged.topics)
+            plan = self._plan(batch_id, merged.tables, merged.refs, merged.recreate, result, merged.topics)
             if plan.files:
                 self.ledger.write_plan(plan)
                 self._publish(plan, result)
@@ -269,9 +271,9 @@ class MirrorSink:
             self.ledger.read_toast_snapshot(table.toast_snapshot), removed_limit=self.mirror.keep_last_removed_keys
         )
 
-    # -- encode and stage ------------------------------------------------------------------------------
+    # -- plan, publish, commit -------------------------------------------------------------------------
 
-    def _stage(
+    def _plan(
         self,
         batch_id: int,
         batches: dict[str, TableRows],
@@ -280,6 +282,7 @@ class MirrorSink:
         result: BatchResult,
         topics: dict[str, str],
     ) -> BatchPlan:
+        """Number and stage every table of the batch; the plan to publish, with the ledger state after it."""
         state = self.ledger.state
         tables = dict(state.tables)
         files: list[PlannedFile] = []
@@ -292,8 +295,7 @@ class MirrorSink:
                 )
                 batch = batches.get(tid)
                 if batch is not None and len(batch):
-                    self._partner_events(batch)
-                    table_state, staged = self._stage_table(batch_id, ref, batch, table_state)
+                    table_state, staged = self._stager.stage(batch_id, ref, batch, table_state)
                     files.extend(staged)
                     if tid in self._toast.stores:
                         path = self.ledger.write_toast_snapshot(tid, batch_id, self._toast.stores[tid].snapshot())
@@ -315,97 +317,6 @@ class MirrorSink:
             new_state = new_state.with_source(self._source)
         return BatchPlan(batch_id, tuple(files), new_state, tuple(sorted(recreate)))
 
-    def _stage_table(
-        self, batch_id: int, ref: TableRef, batch: TableRows, table_state: TableState
-    ) -> tuple[TableState, list[PlannedFile]]:
-        established = table_state.arrow_schema()
-        table = batch.table
-        assert table is not None  # noqa: S101 - callers pass tables with rows
-        data_schema = pa.schema([f for f in table.schema if f.name != ROW_MARKER_COLUMN])
-        merged = merge_schema(ref.id, established, data_schema)
-        omit_marker = (
-            self.mirror.omit_row_marker_for_snapshot
-            and not self._format.is_delimited
-            and not table_state.incremental
-            and batch.snapshot_only
-        )
-        chunks = self._split(table)
-        extra = self._format.metadata_properties(chunks[0])
-        ensure_table_metadata(self.landing, ref, table_metadata(batch.key_columns, extra))
-        staged: list[PlannedFile] = []
-        number = table_state.next_number
-        for chunk in chunks:
-            if omit_marker:
-                chunk = chunk.drop_columns([ROW_MARKER_COLUMN])
-            data = self._format.encode(chunk)
-            staged_path = join(ref.folder, staged_file_name(batch_id, number, self._format.extension))
-            self.landing.delete(staged_path)  # a leftover of this same batch's earlier, unplanned try
-            self.landing.create(staged_path, data)
-            staged.append(
-                PlannedFile(
-                    table=ref.id,
-                    number=number,
-                    staged=staged_path,
-                    final=join(ref.folder, data_file_name(number, self._format.extension)),
-                    size=len(data),
-                    sha256=digest(data),
-                    rows=chunk.num_rows,
-                )
-            )
-            number += 1
-        new_state = replace(
-            table_state.with_schema(merged),
-            next_number=number,
-            key_columns=batch.key_columns,
-            incremental=table_state.incremental or not omit_marker,
-            rows_published=table_state.rows_published + table.num_rows,
-            files_published=table_state.files_published + len(staged),
-            last_published_at=time.time(),
-        )
-        return new_state, staged
-
-    def _split(self, table: pa.Table) -> list[pa.Table]:
-        rows_per_file = table.num_rows
-        if self.mirror.max_rows_per_file:
-            rows_per_file = min(rows_per_file, self.mirror.max_rows_per_file)
-        if self.mirror.max_bytes_per_file and table.num_rows:
-            per_row = max(1, table.nbytes // table.num_rows)
-            rows_per_file = min(rows_per_file, max(1, self.mirror.max_bytes_per_file // per_row))
-        rows_per_file = max(1, rows_per_file)
-        return [table.slice(start, rows_per_file) for start in range(0, max(table.num_rows, 1), rows_per_file)]
-
-    def _partner_events(self, batch: TableRows) -> None:
-        if self._partner_events_written:
-            return
-        source_type = self.mirror.source_type or batch.connector or "Debezium"
-        ensure_partner_events(self.landing, self.mirror.partner_name, source_type, self.mirror.source_version)
-        self._partner_events_written = True
-
-    # -- publish and commit ----------------------------------------------------------------------------
-
     def _publish(self, plan: BatchPlan, result: BatchResult) -> None:
-        tables = dict(plan.state.tables)
-        failed: set[str] = set()
-        for planned in plan.files:
-            if planned.table in failed:
-                continue
-            try:
-                published = publish_file(self.landing, planned)
-            except LandingZoneCorrupt as exc:
-                failed.add(planned.table)
-                tables[planned.table] = stop_or_rebuild(tables[planned.table], str(exc), self.mirror)
-                result.stopped[planned.table] = str(exc)
-                log.error("table %s stopped: %s", planned.table, exc)
-                continue
-            if published:
-                entry = result.table(planned.table)
-                entry.files += 1
-                entry.rows += planned.rows
-                entry.bytes += planned.size
-        state = plan.state if not failed else replace(plan.state, tables=tables)
-        self.ledger.commit(replace(plan, state=state))
-
-    def _table_folders(self) -> list[str]:
-        folders = {t.folder for t in self.ledger.state.tables.values()}
-        folders.update(table.folder for table in discover_tables(self.landing))
-        return sorted(folders)
+        """Publish a written plan, then commit it: the batch is done (a crash in between redoes the publish)."""
+        self.ledger.commit(replace(plan, state=publish_plan(self.landing, plan, self.mirror, result)))
