@@ -187,7 +187,7 @@ def check_outside_landing_zone(url: str, landing_zone_url: str) -> None:
 
 def _remote_parts(url: str, setting: str) -> tuple[str, ...]:
     """A OneLake / ADLS Gen2 URL as comparable parts: host (regions folded), filesystem, folders."""
-    from connector.storage.onelake import parse_location
+    from connector.storage.onelake_location import parse_location
 
     try:
         location = parse_location(url)

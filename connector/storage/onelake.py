@@ -19,6 +19,9 @@ handling are ours:
 
 Reads and property look-ups go through the SDK's Blob endpoint (``onelake.blob.fabric.microsoft.com`` /
 ``<account>.blob.core.windows.net``), as the SDK does; OneLake supports both.
+
+Beside it: ``onelake_location`` parses the URL, ``retry`` is the HTTP retry policy, and
+``onelake_lease`` keeps the writer lease that ``acquire_lease`` takes.
 """
 
 from __future__ import annotations
@@ -28,18 +31,13 @@ import errno
 import hashlib
 import logging
 import os
-import random
-import re
-import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
-from typing import Any, Literal, NoReturn
-from urllib.parse import quote, unquote, urlsplit
+from typing import Any, NoReturn
 
 from azure.core import MatchConditions
 from azure.core.exceptions import (
@@ -52,306 +50,37 @@ from azure.core.exceptions import (
     ServiceRequestError,
     ServiceResponseError,
 )
-from azure.core.pipeline import PipelineRequest, PipelineResponse
 from azure.storage.filedatalake import (
     ContentSettings,
     DataLakeFileClient,
     DataLakeLeaseClient,
-    ExponentialRetry,
     FileSystemClient,
 )
 
 from connector.errors import WriterFenced
-from connector.storage.base import TEMP_PREFIX, FileInfo, Storage, WriterIdentity, WriterLease, join
+from connector.storage.azure_errors import error_code
+from connector.storage.base import TEMP_PREFIX, FileInfo, Storage, WriterIdentity, join
 from connector.storage.credentials import CredentialConfig, StorageIdentity, build_credential
 from connector.storage.errors import (
-    InvalidStorageURL,
     StorageAccessDenied,
     StorageError,
     StorageNotFound,
     StorageUnavailable,
 )
+from connector.storage.onelake_lease import LEASE_DURATION_S, OneLakeLease
+from connector.storage.onelake_location import OneLakeLocation, parse_location
+from connector.storage.retry import TRANSIENT_STATUSES, BackoffRetryPolicy, RetrySettings
 
 _LOG = logging.getLogger(__name__)
 
-
-#: HTTP statuses worth retrying: request timeout, throttling, and the server-side 5xx that mean
-#: "try again" (501/505 are permanent).
-TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 # Error codes (x-ms-error-code) that mean the container / workspace itself is missing, as opposed to a
 # path inside it. Blob-endpoint calls say ContainerNotFound, DFS calls FilesystemNotFound.
 _FILESYSTEM_MISSING = frozenset({"FilesystemNotFound", "ContainerNotFound"})
 _PARENT_MISSING = "RenameDestinationParentPathNotFound"
 
-#: How long a writer lease lasts without renewal (the service allows 15-60 s, or infinite). Finite, so
-#: the lease of an instance that died without releasing it frees itself; long, so a slow renewal is fine.
-LEASE_DURATION_S = 60
-#: Stop writing this long before an unrenewed lease would expire, for requests already on their way.
-LEASE_SAFETY_MARGIN_S = 10.0
-# Answers to a renewal that mean the lease is gone for good (another holder, broken, file deleted).
-_LEASE_GONE_STATUSES = frozenset({404, 409, 412})
-
 # One append carries at most this much; larger files are sent as consecutive appends before one flush.
 _APPEND_CHUNK = 16 * 1024 * 1024
-
-_ONELAKE_HOST = re.compile(r"^(?:[a-z0-9-]+-)?onelake\.dfs\.fabric\.microsoft\.com$", re.IGNORECASE)
-_ADLS_HOST = re.compile(r"^[a-z0-9]{3,24}\.dfs\.core\.[a-z0-9.-]+$", re.IGNORECASE)
-_BLOB_HOST = re.compile(r"(^|\.)blob\.(core|fabric)\.", re.IGNORECASE)
-# The SDK addresses these hosts path-style (``/<account>/<filesystem>/...``), the emulator convention.
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost"})
-
-LocationKind = Literal["onelake", "adls", "loopback"]
-
-_URL_FORMS = (
-    "https://onelake.dfs.fabric.microsoft.com/<workspace>/<item>/Files/LandingZone, "
-    "https://<region>-onelake.dfs.fabric.microsoft.com/..., "
-    "abfss://<workspace>@onelake.dfs.fabric.microsoft.com/<item>/Files/..., "
-    "abfss://<container>@<account>.dfs.core.windows.net/<path>, "
-    "https://<account>.dfs.core.windows.net/<container>/<path>, "
-    "or http(s)://127.0.0.1:<port>/<account>/<container>/<path> for a local emulator"
-)
-
-
-@dataclass(frozen=True)
-class OneLakeLocation:
-    """Where a storage root lives, split the way the DFS API addresses it.
-
-    Attributes:
-        account_url: The endpoint the SDK talks to: ``https://onelake.dfs.fabric.microsoft.com``,
-            ``https://<account>.dfs.core.windows.net`` or ``http(s)://127.0.0.1:<port>/<account>``.
-        filesystem: The workspace (OneLake) or container (ADLS Gen2).
-        root: The folder inside the filesystem that paths are relative to (no leading or trailing
-            slash; ``""`` for the filesystem root). For OneLake it starts with the item.
-        kind: ``onelake``, ``adls`` or ``loopback`` (a path-style endpoint on this machine).
-    """
-
-    account_url: str
-    filesystem: str
-    root: str
-    kind: LocationKind
-
-    @property
-    def url(self) -> str:
-        """The location as an ``https`` URL, safe to log (no credentials, no query)."""
-        parts = [self.account_url.rstrip("/"), quote(self.filesystem)]
-        if self.root:
-            parts.append(quote(self.root))
-        return "/".join(parts)
-
-
-def parse_location(url: str) -> OneLakeLocation:
-    """Split a landing-zone or ADLS Gen2 URL into endpoint, filesystem and root folder.
-
-    Accepts the landing-zone URL exactly as the mirrored database's Home page shows it (workspace and
-    item as GUIDs or names such as ``Sales.MountedRelationalDatabase``, percent-encoded or not),
-    regional OneLake hosts, ``abfss://`` URLs, ADLS Gen2 ``https`` URLs, and path-style loopback URLs
-    (``http(s)://127.0.0.1:<port>/<account>/<filesystem>/<path>``), which is how the SDK addresses a
-    local emulator.
-
-    Args:
-        url: The URL from the connector config.
-
-    Returns:
-        The parsed location.
-
-    Raises:
-        InvalidStorageURL: (a ``ValueError`` and a ``ConfigError``) The URL is not a URL, has another
-            form, carries a query (SAS tokens are not supported: use an identity), or points at a OneLake
-            item without its ``Files`` folder.
-    """
-    text = url.strip()
-    try:
-        parts = urlsplit(text)
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError as exc:  # an unclosed IPv6 bracket, a port that is no number or out of range
-        msg = f"storage URL {_redact(text)} is malformed: {exc}"
-        raise InvalidStorageURL(msg) from None
-    scheme = parts.scheme.lower()
-    if parts.query or parts.fragment:
-        msg = f"storage URL must not have a query or fragment (SAS tokens are not supported): {_redact(text)}"
-        raise InvalidStorageURL(msg)
-    host = (parts.hostname or "").lower()
-    segments = [unquote(s) for s in parts.path.split("/") if s]
-    if any(s in {".", ".."} for s in segments):
-        msg = f"storage URL must not contain '.' or '..' segments: {text}"
-        raise InvalidStorageURL(msg)
-
-    kind: LocationKind
-    if scheme in {"abfss", "abfs"}:
-        if scheme == "abfs":
-            msg = f"use abfss:// (TLS); abfs:// is not supported: {text}"
-            raise InvalidStorageURL(msg)
-        filesystem = unquote(parts.username or "")
-        if not filesystem:
-            msg = f"abfss URL needs <filesystem>@<host>: {text}"
-            raise InvalidStorageURL(msg)
-        kind = _remote_kind(host, text)
-        account_url = f"https://{host}{port}"
-    elif scheme in {"https", "http"}:
-        if host in _LOOPBACK_HOSTS:
-            if len(segments) < 2:
-                msg = f"loopback URL needs /<account>/<filesystem>[/<path>]: {text}"
-                raise InvalidStorageURL(msg)
-            kind = "loopback"
-            account_url = f"{scheme}://{host}{port}/{quote(segments[0])}"
-            segments = segments[1:]
-        else:
-            kind = _remote_kind(host, text)
-            if scheme != "https":
-                msg = f"OneLake and ADLS Gen2 need https: {text}"
-                raise InvalidStorageURL(msg)
-            account_url = f"https://{host}{port}"
-        if not segments:
-            msg = f"storage URL needs a filesystem (workspace or container) after the host: {text}"
-            raise InvalidStorageURL(msg)
-        filesystem, segments = segments[0], segments[1:]
-    else:
-        msg = f"unsupported storage URL {text!r}; expected one of: {_URL_FORMS}"
-        raise InvalidStorageURL(msg)
-
-    if kind == "onelake" and (len(segments) < 2 or segments[1] != "Files"):
-        msg = (
-            f"OneLake URL must point into an item's Files folder, like "
-            f"https://onelake.dfs.fabric.microsoft.com/<workspace>/<item>/Files/LandingZone "
-            f"(copy it from the mirrored database's Home page): {text}"
-        )
-        raise InvalidStorageURL(msg)
-    return OneLakeLocation(account_url=account_url, filesystem=filesystem, root="/".join(segments), kind=kind)
-
-
-def _remote_kind(host: str, text: str) -> LocationKind:
-    if _ONELAKE_HOST.match(host):
-        return "onelake"
-    if _ADLS_HOST.match(host):
-        return "adls"
-    if _BLOB_HOST.search(host):
-        msg = f"use the DFS endpoint (.dfs. instead of .blob.) for {text}"
-        raise InvalidStorageURL(msg)
-    msg = f"unsupported storage host {host!r} in {text}; expected one of: {_URL_FORMS}"
-    raise InvalidStorageURL(msg)
-
-
-def _redact(url: str) -> str:
-    """Drop the query and fragment of a URL before it goes into an error message (a SAS signature)."""
-    return url.split("?", 1)[0].split("#", 1)[0]
-
-
-@dataclass(frozen=True)
-class RetrySettings:
-    """How hard to try before an operation fails with ``StorageUnavailable``.
-
-    Attributes:
-        max_retries: Retries per HTTP request after the first attempt.
-        initial_backoff: Backoff ceiling in seconds before the first retry; doubles each retry.
-        max_backoff: Cap on the exponential backoff, in seconds.
-        max_retry_after: Cap on a server's ``Retry-After``, in seconds, so one bad header cannot stall
-            the job for hours.
-        connection_timeout: Seconds to wait for a TCP/TLS connection.
-        read_timeout: Seconds to wait for response bytes; an expired wait counts as a transient failure.
-    """
-
-    max_retries: int = 8
-    initial_backoff: float = 0.5
-    max_backoff: float = 30.0
-    max_retry_after: float = 120.0
-    connection_timeout: float = 20.0
-    read_timeout: float = 120.0
-
-
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """Return the wait a response asks for, in seconds, or ``None``.
-
-    Reads ``Retry-After`` (seconds or an HTTP date), then the millisecond variants Azure services send
-    (``retry-after-ms``, ``x-ms-retry-after-ms``), in the order azure-core uses.
-    """
-    lowered = {k.lower(): v for k, v in headers.items()}
-    value = lowered.get("retry-after")
-    if value:
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            try:
-                when = parsedate_to_datetime(value)
-            except (TypeError, ValueError):
-                return None
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=UTC)
-            return max(0.0, (when - datetime.now(UTC)).total_seconds())
-    for name in ("retry-after-ms", "x-ms-retry-after-ms"):
-        value = lowered.get(name)
-        if value:
-            try:
-                return max(0.0, float(value) / 1000.0)
-            except ValueError:
-                return None
-    return None
-
-
-def retry_delay(settings: RetrySettings, retry_number: int, retry_after: float | None, rng: random.Random) -> float:
-    """Seconds to wait before retry ``retry_number`` (0-based).
-
-    Exponential backoff with "equal jitter" (half fixed, half random) so many clients throttled at once
-    spread out but still back off; never shorter than the server's ``Retry-After`` (capped).
-    """
-    ceiling = min(settings.max_backoff, settings.initial_backoff * (2.0**retry_number))
-    delay = ceiling / 2.0 + rng.uniform(0.0, ceiling / 2.0)
-    if retry_after is not None:
-        delay = max(delay, min(retry_after, settings.max_retry_after))
-    return delay
-
-
-class BackoffRetryPolicy(ExponentialRetry):
-    """The SDK's storage retry policy, with the statuses and waits this connector needs.
-
-    The stock policy does not retry 429 and ignores ``Retry-After``; throttling is the most common
-    transient error on OneLake, so this subclass retries the statuses in ``TRANSIENT_STATUSES`` and
-    connection / timeout errors, waiting per ``retry_delay``. It reuses the base class's bookkeeping
-    (retry counters, rewinding a streamed body) so per-call options the SDK passes keep working.
-    """
-
-    def __init__(self, settings: RetrySettings) -> None:
-        n = settings.max_retries
-        super().__init__(retry_total=n, retry_connect=n, retry_read=n, retry_status=n)
-        self._settings = settings
-        self._rng = random.Random()  # noqa: S311 - jitter, not security
-
-    def send(self, request: PipelineRequest[Any]) -> PipelineResponse[Any, Any]:
-        """Send ``request``, retrying transient failures; return the last response or raise."""
-        state: dict[str, Any] = self.configure_retries(request)
-        retry_number = 0
-        while True:
-            try:
-                response: PipelineResponse[Any, Any] = self.next.send(request)
-            except (ServiceRequestError, ServiceResponseError) as err:
-                if not self.increment(state, request=request.http_request, error=err):
-                    raise
-                delay = retry_delay(self._settings, retry_number, None, self._rng)
-                reason = type(err).__name__
-            else:
-                status = response.http_response.status_code
-                if status not in TRANSIENT_STATUSES or not self.increment(
-                    state, request=request.http_request, response=response.http_response
-                ):
-                    # The storage deserialisers read these, as the base class sets them.
-                    if state["history"]:
-                        response.context["history"] = state["history"]
-                    response.http_response.location_mode = state["mode"]
-                    return response
-                retry_after = parse_retry_after(response.http_response.headers)
-                delay = retry_delay(self._settings, retry_number, retry_after, self._rng)
-                reason = f"HTTP {status}"
-            retry_number += 1
-            _LOG.debug(
-                "retrying %s %s after %s (retry %d of %d) in %.3fs",
-                request.http_request.method,
-                _redact(request.http_request.url),
-                reason,
-                retry_number,
-                self._settings.max_retries,
-                delay,
-            )
-            time.sleep(delay)
 
 
 @dataclass(frozen=True)
@@ -458,7 +187,7 @@ class OneLakeStorage(Storage):
             try:
                 entries = list(self._fs.get_paths(path=folder or None, recursive=False))
             except ResourceNotFoundError as err:
-                if _code(err) in _FILESYSTEM_MISSING:
+                if error_code(err) in _FILESYSTEM_MISSING:
                     raise
                 return []
         out = [
@@ -477,7 +206,7 @@ class OneLakeStorage(Storage):
             try:
                 self._fs.get_file_client(full).delete_file()
             except ResourceNotFoundError as err:
-                if _code(err) in _FILESYSTEM_MISSING:
+                if error_code(err) in _FILESYSTEM_MISSING:
                     raise
 
     def delete_tree(self, path: str) -> None:
@@ -492,7 +221,7 @@ class OneLakeStorage(Storage):
             try:
                 self._fs.get_directory_client(full).delete_directory()
             except ResourceNotFoundError as err:
-                if _code(err) in _FILESYSTEM_MISSING:
+                if error_code(err) in _FILESYSTEM_MISSING:
                     raise
 
     # -- OneLake-specific operations ----------------------------------------------------------------
@@ -518,7 +247,7 @@ class OneLakeStorage(Storage):
             try:
                 next(iter(self._fs.get_paths(path=self._root or None, recursive=False, max_results=1)), None)
             except ResourceNotFoundError as err:
-                if _code(err) in _FILESYSTEM_MISSING or not create_root:
+                if error_code(err) in _FILESYSTEM_MISSING or not create_root:
                     raise
                 self._fs.get_directory_client(self._root).create_directory()
             if probe_write:
@@ -542,7 +271,7 @@ class OneLakeStorage(Storage):
             try:
                 entries = list(self._fs.get_paths(path=folder or None, recursive=True))
             except ResourceNotFoundError as err:
-                if _code(err) in _FILESYSTEM_MISSING:
+                if error_code(err) in _FILESYSTEM_MISSING:
                     raise
                 return []
             for entry in entries:
@@ -587,7 +316,7 @@ class OneLakeStorage(Storage):
             except HttpResponseError as err:
                 if err.status_code != 409:
                     raise
-                raise self._held_elsewhere(client, path, _code(err)) from None
+                raise self._held_elsewhere(client, path, error_code(err)) from None
             try:
                 client.set_metadata(holder.as_fields(), lease=lease)
             except BaseException:
@@ -684,7 +413,7 @@ class OneLakeStorage(Storage):
                     return
                 raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), self._display(destination)) from None
             except ResourceNotFoundError as err:
-                code = _code(err)
+                code = error_code(err)
                 if code == _PARENT_MISSING and not created_parent:
                     self._fs.get_directory_client(dst.rpartition("/")[0]).create_directory()
                     created_parent = True
@@ -711,7 +440,7 @@ class OneLakeStorage(Storage):
         try:
             props = self._fs.get_file_client(full).get_file_properties()
         except ResourceNotFoundError as err:
-            if _code(err) in _FILESYSTEM_MISSING:
+            if error_code(err) in _FILESYSTEM_MISSING:
                 raise
             return None
         md5 = props.content_settings.content_md5
@@ -747,7 +476,7 @@ class OneLakeStorage(Storage):
         return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self._display(path))
 
     def _raise_missing(self, err: ResourceNotFoundError, path: str) -> NoReturn:
-        if _code(err) in _FILESYSTEM_MISSING:
+        if error_code(err) in _FILESYSTEM_MISSING:
             raise err
         raise self._not_found(path) from None
 
@@ -762,7 +491,7 @@ class OneLakeStorage(Storage):
     def _translate(self, err: AzureError, operation: str, path: str) -> StorageError:
         where = self._display(path)
         status = getattr(err, "status_code", None)
-        code = _code(err)
+        code = error_code(err)
         detail = f"HTTP {status} {code}".strip() if status else type(err).__name__
         if isinstance(err, ClientAuthenticationError) and status is None:
             # No HTTP status: the credential could not produce a token (bad secret, no managed
@@ -809,125 +538,11 @@ class OneLakeStorage(Storage):
         return "Check the URL: storage account, container and folder (the account needs hierarchical namespace)."
 
 
-class OneLakeLease(WriterLease):
-    """A finite blob lease kept alive by a daemon thread; writing stops the moment it may have lapsed.
-
-    A renewal the service refuses (another lease id, a broken lease, the file gone) loses the lease for
-    good. A renewal that merely fails (throttling, an outage) is retried at the next tick; meanwhile
-    ``check`` refuses once the last successful renewal is about to run out, because from then on
-    another instance could take the lease over and start writing.
-    """
-
-    def __init__(
-        self,
-        location: str,
-        client: DataLakeFileClient,
-        lease: DataLakeLeaseClient,
-        holder: WriterIdentity,
-        duration_s: int,
-        acquired_at: float,
-    ) -> None:
-        """Start renewing ``lease``, acquired by a request sent at ``acquired_at`` (``time.monotonic``)."""
-        self.location = location
-        self.holder = holder
-        self.duration_s = duration_s
-        self._client = client
-        self._lease = lease
-        self._lock = threading.Lock()
-        self._valid_until = acquired_at + duration_s
-        self._lost: str | None = None
-        self._released = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._keep_alive, name="writer-lease-renewal", daemon=True)
-        self._thread.start()
-
-    def renew(self) -> None:
-        """Renew the lease now; the renewal thread calls this every third of the lease's duration."""
-        sent = time.monotonic()
-        try:
-            self._lease.renew()
-        except HttpResponseError as err:
-            if err.status_code in _LEASE_GONE_STATUSES:
-                with self._lock:
-                    self._lost = f"HTTP {err.status_code} {_code(err)}".strip()
-                _LOG.error("lost the writer lease on %s: %s; publishing stops", self.location, self._lost)
-                return
-            _LOG.warning("could not renew the writer lease on %s: %s", self.location, _describe_failure(err))
-        except AzureError as err:
-            _LOG.warning("could not renew the writer lease on %s: %s", self.location, _describe_failure(err))
-        else:
-            with self._lock:
-                self._valid_until = sent + self.duration_s
-
-    def check(self) -> None:
-        """Refuse when the lease is lost, released, or too close to lapsing unrenewed."""
-        with self._lock:
-            lost, released, valid_until = self._lost, self._released, self._valid_until
-        who = self.holder.describe()
-        if released:
-            raise WriterFenced(self.location, who, f"the writer lease of {who} was released; refusing to write")
-        if lost is not None:
-            reason = (
-                f"the writer lease of {who} was lost ({lost}): another instance may be writing now, so this "
-                "one stops publishing; restart it once the other instance is stopped"
-            )
-            raise WriterFenced(self.location, who, reason)
-        left = valid_until - time.monotonic()
-        if left < LEASE_SAFETY_MARGIN_S:
-            reason = (
-                f"the writer lease of {who} could not be renewed and ends in {max(left, 0.0):.0f} s; another "
-                "instance could take it over, so this one stops publishing"
-            )
-            raise WriterFenced(self.location, who, reason)
-
-    def release(self) -> None:
-        """Stop renewing and release the lease, best effort: an unreleased lease expires by itself."""
-        with self._lock:
-            if self._released:
-                return
-            self._released = True
-            lost = self._lost is not None
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout=30)
-        if lost:
-            return
-        try:
-            # Forget the holder while the lease still guards the record, as the local lock file does.
-            self._client.set_metadata({}, lease=self._lease)
-            self._lease.release()
-        except AzureError as err:
-            _LOG.warning("could not release the writer lease on %s: %s", self.location, _describe_failure(err))
-
-    def _keep_alive(self) -> None:
-        interval = self.duration_s / 3
-        while not self._stop.wait(interval):
-            self.renew()
-            with self._lock:
-                if self._lost is not None:
-                    return
-
-
-def _describe_failure(err: AzureError) -> str:
-    """Status and error code, or the exception type: enough to diagnose, never a request or token."""
-    status = getattr(err, "status_code", None)
-    return f"HTTP {status} {_code(err)}".strip() if status else type(err).__name__
-
-
 def _is_transient(err: BaseException) -> bool:
     """Whether an SDK error is the kind retries are for (and so the service is struggling)."""
     if isinstance(err, (ServiceRequestError, ServiceResponseError)):
         return True
     return isinstance(err, HttpResponseError) and err.status_code in TRANSIENT_STATUSES
-
-
-def _code(err: AzureError) -> str:
-    """The service's error code (``x-ms-error-code``), as a plain string."""
-    code = getattr(err, "error_code", None)
-    if code is None:
-        response = getattr(err, "response", None)
-        code = response.headers.get("x-ms-error-code") if response is not None else None
-    return str(getattr(code, "value", code) or "")
 
 
 def _first_line(text: str, limit: int = 300) -> str:

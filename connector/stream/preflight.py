@@ -102,7 +102,7 @@ def check_landing_zone_url(url: str) -> None:
             "workload_identity, managed_identity, client_secret, client_certificate or default)"
         )
         raise ConfigError(msg)
-    from connector.storage.onelake import parse_location
+    from connector.storage.onelake_location import parse_location
 
     try:
         parse_location(url)

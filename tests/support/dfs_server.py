@@ -79,7 +79,9 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from azure.core.credentials import AccessToken
 
 from connector.storage.credentials import STORAGE_SCOPE, StorageIdentity
-from connector.storage.onelake import OneLakeStorage, RetrySettings, parse_location
+from connector.storage.onelake import OneLakeStorage
+from connector.storage.onelake_location import parse_location
+from connector.storage.retry import RetrySettings
 from tests.support.served_http import ServedHttp
 
 #: Retry settings for tests: the same code paths as production, with millisecond waits.

@@ -30,7 +30,7 @@ from azure.identity import (
 from azure.storage.filedatalake import FileSystemClient
 from pydantic import SecretStr
 
-from connector.storage import onelake
+from connector.storage import onelake, retry
 from connector.storage.credentials import (
     STORAGE_SCOPE,
     CredentialConfig,
@@ -40,15 +40,9 @@ from connector.storage.credentials import (
     describe,
 )
 from connector.storage.errors import StorageAccessDenied, StorageError, StorageNotFound, StorageUnavailable
-from connector.storage.onelake import (
-    OneLakeLocation,
-    OneLakeStorage,
-    RetrySettings,
-    open_onelake,
-    parse_location,
-    parse_retry_after,
-    retry_delay,
-)
+from connector.storage.onelake import OneLakeStorage, open_onelake
+from connector.storage.onelake_location import OneLakeLocation, parse_location
+from connector.storage.retry import RetrySettings, parse_retry_after, retry_delay
 from tests.support.dfs_server import (
     FAST_RETRY,
     DfsTestServer,
@@ -193,7 +187,7 @@ def test_retry_after_from_the_server_is_honoured(
     faulty_dfs_server: DfsTestServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     waits: list[float] = []
-    monkeypatch.setattr(onelake, "time", SimpleNamespace(sleep=waits.append))
+    monkeypatch.setattr(retry, "time", SimpleNamespace(sleep=waits.append))
     server = faulty_dfs_server
     storage = make_onelake_storage(server, ROOT, retry=replace(FAST_RETRY, max_retry_after=60.0))
     storage.create("t/f", b"x")

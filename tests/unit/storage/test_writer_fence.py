@@ -24,7 +24,8 @@ from connector.landing.fence import CHECKPOINT_LOCK, LANDING_LOCK, WriterFence
 from connector.storage.base import Storage, WriterIdentity
 from connector.storage.errors import StorageError
 from connector.storage.local import LocalStorage
-from connector.storage.onelake import OneLakeLease, OneLakeStorage
+from connector.storage.onelake import OneLakeStorage
+from connector.storage.onelake_lease import OneLakeLease
 from connector.tools.convert import convert
 from tests.support.dfs_server import DfsTestServer, FaultPlan, make_onelake_storage
 from tests.support.landing import WORKSPACE, Landing, unique_item_root
