@@ -67,3 +67,53 @@ def test_wheel_ships_no_benchmark_or_test_code(wheel: Path) -> None:
         bench_modules = [name for name in archive.namelist() if "/bench" in name]
     assert top_level == {"connector"}
     assert bench_modules == []
+
+
+def test_the_quick_start_runs_from_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
+    """The quick start's ``run``, ``validate`` and ``replay`` succeed with the connector installed from the wheel.
+
+    A fresh venv gets the wheel; its dependencies (pyspark, pyarrow, …) come from the test venv's
+    site-packages as a plain path entry, so that venv's editable install of the source tree is not seen.
+    """
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    dependencies = next(Path(p) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
+    (site / "test-dependencies.pth").write_text(f"{dependencies}\n")
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def connector(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(python), "-m", "connector", *args], cwd=work, capture_output=True, text=True, timeout=600
+        )
+
+    where = subprocess.run(
+        [str(python), "-c", "import connector; print(connector.__file__)"],
+        cwd=work,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert where == str(site / "connector" / "__init__.py")  # the wheel's copy, not the source tree
+    ran = connector("run", "--trigger", "available-now")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert sorted(p.name for p in (work / "landing-zone").iterdir() if not p.name.startswith("_")), ran.stderr
+    validated = connector("validate", "landing-zone")
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    replayed = connector("replay", "landing-zone", "--output", "mirror", "--show", "5")
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    assert any((work / "mirror").rglob("*.parquet")), replayed.stdout
