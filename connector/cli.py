@@ -10,9 +10,10 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
-from connector.errors import ConnectorError
+from connector.config import CredentialKind
+from connector.errors import ConfigError, ConnectorError
 
 if TYPE_CHECKING:
     from connector.storage import Storage
@@ -39,6 +40,23 @@ def _add_mirror_flags(parser: argparse.ArgumentParser) -> None:
         help=_env_help(
             "write creates/snapshot reads as upserts (4), the default; --no-replay-safe-inserts writes inserts (0)",
             "CONNECTOR_MIRROR__REPLAY_SAFE_INSERTS",
+        ),
+    )
+
+
+_LANDING_ZONE_HELP = "folder or OneLake URL (default: the config's landing_zone.url, env CONNECTOR_LANDING_ZONE__URL)"
+
+
+def _add_landing_zone_flags(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and ``--credential`` of the tools that read a landing zone, as ``run`` reads its own."""
+    parser.add_argument(
+        "--config", help="the connector's YAML config: its landing zone and identity when not given here"
+    )
+    parser.add_argument(
+        "--credential",
+        choices=get_args(CredentialKind),
+        help=_env_help(
+            "Azure identity for a OneLake landing zone (default: the config's)", "CONNECTOR_LANDING_ZONE__CREDENTIAL"
         ),
     )
 
@@ -100,11 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--batch-size", type=int, default=100_000)
 
     val = sub.add_parser("validate", help="check a landing zone against the open-mirroring rules")
-    val.add_argument("landing_zone")
+    val.add_argument("landing_zone", nargs="?", help=_LANDING_ZONE_HELP)
+    _add_landing_zone_flags(val)
 
     rep = sub.add_parser("replay", help="apply a landing zone as open mirroring would; write each table's state")
-    rep.add_argument("landing_zone")
+    rep.add_argument("landing_zone", nargs="?", help=_LANDING_ZONE_HELP)
     rep.add_argument("--output", required=True)
+    _add_landing_zone_flags(rep)
     rep.add_argument("--show", type=int, default=0, metavar="N", help="also print the first N rows of each table")
     rep.add_argument(
         "--format",
@@ -118,8 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument(
         "--source", required=True, help="postgresql://, mysql:// or mariadb://USER[:PASSWORD]@HOST:PORT/DB"
     )
-    ver.add_argument("--landing-zone", required=True)
+    ver.add_argument("--landing-zone", help=_LANDING_ZONE_HELP)
     ver.add_argument("--tables", help="comma-separated schema.table list; default: every mirrored table")
+    _add_landing_zone_flags(ver)
 
     chk = sub.add_parser("check-config", help="validate a YAML config against schemas/connector-config.schema.json")
     chk.add_argument("file")
@@ -218,7 +239,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "verify":
         from connector.tools.verify import verify_command
 
-        return verify_command(args.source, args.landing_zone, args.tables)
+        url, credential = _landing_zone(args)
+        _check_landing_zone_url(url)
+        _check_credential(url, credential)
+        return verify_command(args.source, url, args.tables, credential=credential)
     if command in ("tables", "rebuild"):
         return _tables(args)
     msg = f"unknown command {command}"
@@ -277,21 +301,24 @@ def _validate(args: argparse.Namespace) -> int:
     from connector.tools.landing_reader import require_landing_zone
     from connector.tools.validate import validate_landing_zone
 
-    storage = _open_landing_zone(args.landing_zone)
-    require_landing_zone(storage, args.landing_zone)
+    url, credential = _landing_zone(args)
+    storage = _open_landing_zone(url, credential)
+    require_landing_zone(storage, url)
     problems = validate_landing_zone(storage)
     for problem in problems:
         print(problem)
     if not problems:
-        print(f"{args.landing_zone}: valid")
+        print(f"{url}: valid")
     return 1 if problems else 0
 
 
 def _replay(args: argparse.Namespace) -> int:
     from connector.tools.replay import replay_to
 
-    _check_landing_zone_url(args.landing_zone)
-    states = replay_to(args.landing_zone, args.output, args.format)
+    url, credential = _landing_zone(args)
+    _check_landing_zone_url(url)
+    _check_credential(url, credential)
+    states = replay_to(url, args.output, args.format, credential=credential)
     for table, data in sorted(states.items()):
         print(f"{table}: {data.num_rows} rows")
     if args.show:
@@ -308,8 +335,33 @@ def _check_landing_zone_url(url: str) -> None:
     check_landing_zone_url(url)
 
 
-def _open_landing_zone(url: str) -> Storage:
+def _landing_zone(args: argparse.Namespace) -> tuple[str, CredentialKind]:
+    """The landing zone a reading tool opens, and its identity: the flags', else the config's (file, environment)."""
+    from connector.config import load_settings
+
+    if args.landing_zone and args.credential:
+        return args.landing_zone, args.credential
+    configured = load_settings(args.config).landing_zone
+    return args.landing_zone or configured.url, args.credential or configured.credential
+
+
+def _check_credential(url: str, kind: CredentialKind) -> None:
+    """For a OneLake ``url``: a credential kind missing its settings (tenant, client id, secret) is an error."""
+    from connector.storage import is_remote
+    from connector.storage.credentials import CredentialConfig, build_credential
+
+    if not is_remote(url):
+        return
+    try:
+        build_credential(CredentialConfig(kind=kind)).close()
+    except ValueError as exc:
+        msg = f"--credential {kind}: {exc}"
+        raise ConfigError(msg) from None
+
+
+def _open_landing_zone(url: str, credential: CredentialKind = "default") -> Storage:
     from connector.storage import open_storage
 
     _check_landing_zone_url(url)
-    return open_storage(url)
+    _check_credential(url, credential)
+    return open_storage(url, credential)

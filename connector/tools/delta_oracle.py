@@ -37,6 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from connector.config import CredentialKind
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing.fabric_types import fabric_type_problem
@@ -75,7 +76,9 @@ class TableRefused(LandingZoneCorrupt):
         return f"table {self.table}: {self.path}: {self.reason}"
 
 
-def apply_to_delta(landing_zone: str, target_dir: str | Path) -> dict[str, pa.Table]:
+def apply_to_delta(
+    landing_zone: str, target_dir: str | Path, *, credential: CredentialKind = "default"
+) -> dict[str, pa.Table]:
     """Apply every table of ``landing_zone`` to Delta tables under ``target_dir``; returns them read back.
 
     Each table is written to ``target_dir/<table folder>`` (``<schema>.schema/<table>`` or ``<table>``),
@@ -88,7 +91,7 @@ def apply_to_delta(landing_zone: str, target_dir: str | Path) -> dict[str, pa.Ta
         TableRefused: a table has a type Delta cannot hold, a type change, or a file open mirroring
             cannot apply (see ``apply_table_to_delta``).
     """
-    storage = open_storage(landing_zone)
+    storage = open_storage(landing_zone, credential)
     require_landing_zone(storage, landing_zone)
     root = Path(target_dir)
     return {table.id: apply_table_to_delta(storage, table, root / table.folder) for table in discover_tables(storage)}

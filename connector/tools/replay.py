@@ -36,6 +36,7 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from connector.config import CredentialKind
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing.layout import TableRef, discover_tables
@@ -77,7 +78,13 @@ REPLAY_FORMATS = ("parquet", "delta")
 """``replay --format``: Parquet files from the pyarrow replay, or Delta tables from the Delta oracle."""
 
 
-def replay_to(landing_zone: str, output_dir: str | os.PathLike[str], output_format: str) -> dict[str, pa.Table]:
+def replay_to(
+    landing_zone: str,
+    output_dir: str | os.PathLike[str],
+    output_format: str,
+    *,
+    credential: CredentialKind = "default",
+) -> dict[str, pa.Table]:
     """Replay ``landing_zone`` into ``output_dir`` in ``output_format``; returns each table's state.
 
     ``delta`` writes one Delta table per table (``<schema>.schema/<table>`` or ``<table>``) with the Delta
@@ -87,12 +94,12 @@ def replay_to(landing_zone: str, output_dir: str | os.PathLike[str], output_form
         ConfigError: ``landing_zone`` is a local folder that does not exist, or the format is unknown.
         LandingZoneCorrupt: a table cannot be replayed (``TableRefused`` when Delta refuses it).
     """
-    storage = open_storage(landing_zone)
+    storage = open_storage(landing_zone, credential)
     require_landing_zone(storage, landing_zone)
     if output_format == "delta":
         from connector.tools.delta_oracle import apply_to_delta
 
-        return apply_to_delta(landing_zone, Path(output_dir))
+        return apply_to_delta(landing_zone, Path(output_dir), credential=credential)
     if output_format != "parquet":
         msg = f"replay format {output_format!r} is not one of {list(REPLAY_FORMATS)}"
         raise ConfigError(msg)

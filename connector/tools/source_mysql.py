@@ -35,6 +35,7 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
+from connector.config import CredentialKind
 from connector.errors import ConfigError, ConnectorError, LandingZoneCorrupt
 from connector.landing.layout import TableRef, discover_tables
 from connector.storage import open_storage
@@ -379,7 +380,9 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else f"{text[:60]}...({len(text)} chars)"
 
 
-def verify_mysql(source_url: str, landing_zone: str, tables: list[str] | None = None) -> list[TableReport]:
+def verify_mysql(
+    source_url: str, landing_zone: str, tables: list[str] | None = None, *, credential: CredentialKind = "default"
+) -> list[TableReport]:
     """Apply every mirrored table (or ``tables``) to Delta, as ``verify`` does, and compare it with the source.
 
     A mirrored table ``<schema>.<table>`` is read from database ``<schema>`` (Debezium's MySQL topics are
@@ -391,7 +394,7 @@ def verify_mysql(source_url: str, landing_zone: str, tables: list[str] | None = 
         ConnectorError: the source cannot be reached, or a mirrored table has no source table.
     """
     source = MySqlSource.from_url(source_url)
-    storage = open_storage(landing_zone)
+    storage = open_storage(landing_zone, credential)
     require_landing_zone(storage, landing_zone)
     reports = []
     with MySqlReader(source) as reader, tempfile.TemporaryDirectory(prefix="verify-delta-") as delta_root:

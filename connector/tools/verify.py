@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from connector.config import CredentialKind
 from connector.errors import LandingZoneCorrupt
 from connector.landing.layout import discover_tables
 from connector.storage import open_storage
@@ -165,7 +166,9 @@ def _is_text(arrow: pa.DataType) -> bool:
     return bool(pa.types.is_string(arrow) or pa.types.is_large_string(arrow) or pa.types.is_string_view(arrow))
 
 
-def verify(source_url: str, landing_zone: str, tables: list[str] | None = None) -> list[TableReport]:
+def verify(
+    source_url: str, landing_zone: str, tables: list[str] | None = None, *, credential: CredentialKind = "default"
+) -> list[TableReport]:
     """Apply every mirrored table (or ``tables``) to Delta and compare it with the source database.
 
     A table Delta refuses gets a report with ``refused`` set; the other tables are still compared, as
@@ -177,11 +180,11 @@ def verify(source_url: str, landing_zone: str, tables: list[str] | None = None) 
     from connector.tools.source_mysql import is_mysql_url, verify_mysql
 
     if is_mysql_url(source_url):  # mysql:// or mariadb://: MySQL's types need their own reader
-        return verify_mysql(source_url, landing_zone, tables)
+        return verify_mysql(source_url, landing_zone, tables, credential=credential)
     import psycopg
     from psycopg import sql
 
-    storage = open_storage(landing_zone)
+    storage = open_storage(landing_zone, credential)
     require_landing_zone(storage, landing_zone)
     reports = []
     with (
@@ -209,10 +212,12 @@ def verify(source_url: str, landing_zone: str, tables: list[str] | None = None) 
     return reports
 
 
-def verify_command(source_url: str, landing_zone: str, tables: str | None) -> int:
+def verify_command(
+    source_url: str, landing_zone: str, tables: str | None, *, credential: CredentialKind = "default"
+) -> int:
     """CLI: print one line per table (plus examples of differences); non-zero exit on any difference."""
     wanted = [t.strip() for t in tables.split(",")] if tables else None
-    reports = verify(source_url, landing_zone, wanted)
+    reports = verify(source_url, landing_zone, wanted, credential=credential)
     for report in reports:
         print(report.line())
         for example in report.examples:
