@@ -223,6 +223,15 @@ class SourceSettings(_Frozen):
         description="How long the start-up check waits for a Kafka broker to answer before the job exits "
         "with an error (Spark's own source would wait for ever).",
     )
+    debezium_connect_url: str | None = Field(
+        None,
+        description="Kafka Connect REST URL of the Debezium connectors feeding these topics: run then reads "
+        "their settings at start and warns about those that lose data silently (as check-source does), "
+        "exporting the count as cdc_mirror_source_lossy_settings.",
+    )
+    debezium_connectors: list[str] = Field(
+        default_factory=list, description="The connectors to check there; empty: every registered connector."
+    )
 
     def resolved_kafka_options(self) -> dict[str, str]:
         """Kafka options with secret references resolved, prefixed ``kafka.`` for Spark's source."""

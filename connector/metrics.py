@@ -97,6 +97,12 @@ FABRIC_PROCESSED_ROWS = Gauge(
 FABRIC_STATUS_READABLE = Gauge(
     "cdc_mirror_fabric_status_readable", "1 when the last read of Fabric's status succeeded, else 0.", registry=None
 )
+SOURCE_LOSSY_SETTINGS = Gauge(
+    "cdc_mirror_source_lossy_settings",
+    "Debezium connector settings found at start that lose data silently (source.debezium_connect_url; "
+    "0 when none or not checked).",
+    registry=REGISTRY,
+)
 BUILD_INFO = Gauge("cdc_mirror_build_info", "Connector version.", ["version"], registry=REGISTRY)
 BUILD_INFO.labels(__version__).set(1)
 # Series that exist from the start read as 0 rather than "no data" in dashboards and alerts.

@@ -40,6 +40,7 @@ from connector.landing.sink import MirrorSink
 from connector.storage import is_remote, open_storage
 from connector.stream.batch_retry import retry_transient
 from connector.stream.broker_check import BrokerCheck
+from connector.stream.debezium_settings import check_debezium_settings
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from connector.stream.preflight import check_before_spark
 from connector.stream.query_failure import explain_query_failure
@@ -221,6 +222,7 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
         msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
         raise ConfigError(msg)
     check_before_spark(settings)
+    check_debezium_settings(settings)
     health = metrics.HealthState(stall_after_s=settings.metrics.stall_after_s)
     if settings.metrics.port:
         server = metrics.serve(settings.metrics.port, health)

@@ -16,7 +16,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,7 +230,7 @@ def fetch_connector_configs(connect_url: str, name: str | None = None) -> dict[s
 def _get_json(url: str, connect_url: str) -> Any:
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https"):
-        msg = f"--connect {connect_url!r}: not an http(s) URL"
+        msg = f"Kafka Connect URL {connect_url!r}: not an http(s) URL"
         raise ConnectorError(msg)
     try:
         with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as response:  # noqa: S310 - http(s) checked above
@@ -246,17 +246,31 @@ def _get_json(url: str, connect_url: str) -> Any:
     return data
 
 
-def check_source_command(connect_url: str, name: str | None, truncate_policy: str, *, rebuilds: bool = False) -> int:
-    """CLI: one line per finding; exit 1 when any, 0 when the connectors are fit for an exact mirror."""
-    configs = fetch_connector_configs(connect_url, name)
-    if not configs:
-        print(f"{connect_url}: no connectors registered")
-        return 1
+def check_connectors(
+    connect_url: str, names: Sequence[str], truncate_policy: str, *, rebuilds: bool = False
+) -> tuple[dict[str, dict[str, str]], list[Finding]]:
+    """The configs of connectors ``names`` (empty: every registered one) and their findings.
+
+    Raises:
+        ConnectorError: Connect does not answer, answers with an error, or lacks one of ``names``.
+    """
+    configs: dict[str, dict[str, str]] = {}
+    for name in names or (None,):
+        configs.update(fetch_connector_configs(connect_url, name))
     findings = [
         finding
         for connector, config in configs.items()
         for finding in check_connector_config(connector, config, truncate_policy, rebuilds=rebuilds)
     ]
+    return configs, findings
+
+
+def check_source_command(connect_url: str, name: str | None, truncate_policy: str, *, rebuilds: bool = False) -> int:
+    """CLI: one line per finding; exit 1 when any, 0 when the connectors are fit for an exact mirror."""
+    configs, findings = check_connectors(connect_url, [name] if name else [], truncate_policy, rebuilds=rebuilds)
+    if not configs:
+        print(f"{connect_url}: no connectors registered")
+        return 1
     for finding in findings:
         print(finding.line())
     for connector in configs:

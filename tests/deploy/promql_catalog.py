@@ -51,6 +51,7 @@ KNOWN_METRICS = frozenset(
         "cdc_mirror_fabric_table_failed",
         "cdc_mirror_fabric_processed_rows",
         "cdc_mirror_fabric_status_readable",
+        "cdc_mirror_source_lossy_settings",
     }
 )
 HISTOGRAMS = frozenset({"cdc_mirror_batch_duration_seconds"})

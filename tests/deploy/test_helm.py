@@ -382,6 +382,19 @@ def test_fabric_status_wiring(render: Render) -> None:
     assert monitoring == {"kind": "monitoring", "credential": "default", "poll_s": 120}
 
 
+def test_debezium_settings_check_wiring(render: Render) -> None:
+    """``debezium.connectUrl`` makes the connector check the Debezium connectors' settings at start."""
+    assert "debezium_connect_url" not in connector_config(render(ci_file("minimal-values.yaml")))["source"]
+    source = connector_config(
+        render(
+            ci_file("minimal-values.yaml"),
+            set_values=("debezium.connectUrl=http://connect.kafka:8083", "debezium.connectors[0]=inventory"),
+        )
+    )["source"]
+    assert source["debezium_connect_url"] == "http://connect.kafka:8083"
+    assert source["debezium_connectors"] == ["inventory"]
+
+
 def test_kafka_mutual_tls_files_are_mounted(render: Render) -> None:
     objects = render(ci_file("service-principal-secret-values.yaml"))
     options = connector_config(objects)["source"]["kafka_options"]
@@ -439,6 +452,7 @@ BAD_VALUES = {
     "typo in a key": (["kafka.bootstrapServer=kafka:9092"], "bootstrapServer"),
     "fabric rest without ids": (["fabricStatus.kind=rest"], "workspaceId"),
     "fabric api over plain http": (["fabricStatus.apiUrl=http://fabric.example.com"], "apiUrl"),
+    "kafka connect url not http": (["debezium.connectUrl=connect:8083"], "connectUrl"),
 }
 
 

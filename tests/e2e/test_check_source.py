@@ -9,11 +9,17 @@ recommended settings, must pass.
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from connector import metrics
+from connector.config import ConnectorSettings
+from connector.stream.debezium_settings import check_debezium_settings
 from connector.tools.source_mysql import MySqlSource
 from tests.support.kafka import run_connector
 
@@ -113,3 +119,52 @@ def test_check_source_passes_the_recommended_connector(mariadb_stack: dict[str, 
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == f"{mariadb_stack['connector']}: ok (mysql)"
+
+
+def test_run_checks_the_configured_connectors_at_start(
+    mariadb_stack: dict[str, str], lossy_connectors: dict[str, str], tmp_path: Path
+) -> None:
+    """``source.debezium_connect_url``: ``run`` logs each lossy setting at start and still mirrors.
+
+    The run reads the packaged sample (the file source), so only the check touches the stack.
+    """
+    checked = [lossy_connectors["decimal-double"], lossy_connectors["skip-truncate"], mariadb_stack["connector"]]
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "source:\n"
+        f"  debezium_connect_url: {mariadb_stack['connect']}\n"
+        f"  debezium_connectors: {json.dumps(checked)}\n"
+        f"landing_zone:\n  url: {tmp_path / 'lz'}\n"
+        f"checkpoint: {tmp_path / 'cp'}\n"
+    )
+    result = run_connector("run", "--config", str(config), "--trigger", "available-now", "--metrics-port", "0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    warnings = [line for line in result.stderr.splitlines() if "WARNING" in line and "Debezium connector" in line]
+    assert len(warnings) == 2, result.stderr[-3000:]
+    assert any(f"Debezium connector {checked[0]}: decimal.handling.mode=double: " in line for line in warnings)
+    assert any(f"Debezium connector {checked[1]}: skipped.operations=t: " in line for line in warnings)
+    assert not any(mariadb_stack["connector"] in line for line in warnings)  # the recommended one passes
+    assert any((tmp_path / "lz").iterdir())  # the check only advises: the mirror was written
+
+
+def test_a_lossy_count_is_exported_and_an_unreachable_connect_only_logged(
+    mariadb_stack: dict[str, str], lossy_connectors: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    checked = [lossy_connectors["unsigned-long"], lossy_connectors["time-connect"]]
+    settings = ConnectorSettings(
+        source={"debezium_connect_url": mariadb_stack["connect"], "debezium_connectors": checked}
+    )
+    findings = check_debezium_settings(settings)
+    assert findings is not None
+    assert [(f.connector, f.setting) for f in findings] == [
+        (checked[0], "bigint.unsigned.handling.mode"),
+        (checked[1], "time.precision.mode"),
+    ]
+    assert metrics.SOURCE_LOSSY_SETTINGS._value.get() == 2  # noqa: SLF001 - the exported gauge's value
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    unreachable = ConnectorSettings(source={"debezium_connect_url": f"http://127.0.0.1:{closed}"})
+    with caplog.at_level(logging.WARNING, logger="connector.run"):
+        assert check_debezium_settings(unreachable) is None
+    assert f"Debezium settings not checked: http://127.0.0.1:{closed}/connectors" in caplog.text

@@ -236,6 +236,10 @@ reference that the kubelet expands, never the password itself.
 {{- $_ := set $opts "ssl.keystore.location" (printf "%s/%s" (include "dfm.kafkaKeystoreDir" .) $sec.tls.keystoreSecret.key) -}}
 {{- end }}
 {{- $source := dict "kind" "kafka" "bootstrap_servers" $k.bootstrapServers "topics" $k.topics "starting_offsets" $k.startingOffsets "max_offsets_per_trigger" (int64 $k.maxOffsetsPerTrigger) "kafka_options" $opts -}}
+{{- if .Values.debezium.connectUrl }}
+{{- $_ := set $source "debezium_connect_url" .Values.debezium.connectUrl -}}
+{{- $_ := set $source "debezium_connectors" .Values.debezium.connectors -}}
+{{- end }}
 {{- $checkpoint := ternary (printf "%s/checkpoint" (include "dfm.dataDir" .)) .Values.checkpoint.url (eq .Values.checkpoint.type "pvc") -}}
 {{- $conf := dict "spark.driver.memory" .Values.spark.driver.memory -}}
 {{- $master := .Values.spark.local.master -}}
