@@ -48,19 +48,7 @@ class FileNumbering:
                 "than the landing zone"
             )
             raise LandingZoneCorrupt(msg)
-        if highest + 1 < known.next_number:
-            # Mirroring deletes processed files but always keeps the last one (here or in _ProcessedFiles /
-            # _FilesReadyToDelete), so the ledger's last file must be there: without it the next file would
-            # follow a gap that mirroring never fills.
-            found = f"its highest file number is {highest}" if highest else "it holds no numbered file"
-            msg = (
-                f"{self.landing.url}/{ref.folder}: the ledger published files up to number "
-                f"{known.next_number - 1}, but {found} (also counting _ProcessedFiles and _FilesReadyToDelete): "
-                "files were deleted outside the connector or the landing zone was restored from an older copy, "
-                "and the next file would leave a gap; to recover, rebuild the table "
-                "(python -m connector rebuild TABLE)"
-            )
-            raise LandingZoneCorrupt(msg)
+        check_no_gap(self.landing, ref, known, highest)
         return known
 
     def commit(self) -> None:
@@ -77,3 +65,28 @@ class FileNumbering:
         """The table's folder was deleted or recreated outside a batch (a rebuild)."""
         self._checked.discard(table_id)
         self._pending.discard(table_id)
+
+
+def check_no_gap(landing: Storage, ref: TableRef, known: TableState, highest: int | None = None) -> None:
+    """The ledger's last file of ``ref`` must still be there (``highest``: the folder's highest number, if listed).
+
+    Mirroring deletes processed files but always keeps the last one (here or in _ProcessedFiles /
+    _FilesReadyToDelete), so without it the next file would follow a gap that mirroring never fills: the
+    files, or the whole folder, were deleted outside the connector.
+
+    Raises:
+        LandingZoneCorrupt: the ledger's last file is missing.
+    """
+    if highest is None:
+        highest = highest_number(landing, ref.folder)
+    if highest + 1 >= known.next_number:
+        return
+    found = f"its highest file number is {highest}" if highest else "it holds no numbered file"
+    msg = (
+        f"{landing.url}/{ref.folder}: the ledger published files up to number "
+        f"{known.next_number - 1}, but {found} (also counting _ProcessedFiles and _FilesReadyToDelete): "
+        "files were deleted outside the connector or the landing zone was restored from an older copy, "
+        "and the next file would leave a gap; to recover, rebuild the table "
+        "(python -m connector rebuild TABLE)"
+    )
+    raise LandingZoneCorrupt(msg)

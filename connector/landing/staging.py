@@ -14,11 +14,13 @@ from dataclasses import replace
 import pyarrow as pa
 
 from connector.config import MirrorSettings
+from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing.encoding import FileFormat
-from connector.landing.layout import TableRef, data_file_name, staged_file_name
+from connector.landing.layout import METADATA_FILE, TableRef, data_file_name, staged_file_name
 from connector.landing.ledger import PlannedFile, TableState
 from connector.landing.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
+from connector.landing.numbering import check_no_gap
 from connector.landing.publisher import digest
 from connector.landing.table_rows import TableRows, merge_schema
 from connector.storage.base import Storage, join
@@ -41,6 +43,7 @@ class TableStager:
         Raises:
             TableStopped: the rows' types conflict with the established schema, or ``_metadata.json`` with
                 what the table needs.
+            LandingZoneCorrupt: the table's folder was deleted outside the connector.
         """
         self._partner_events(rows)
         established = table_state.arrow_schema()
@@ -57,7 +60,8 @@ class TableStager:
         )
         chunks = self._split(table)
         extra = self.format.metadata_properties(chunks[0])
-        ensure_table_metadata(self.landing, ref, table_metadata(rows.key_columns, extra))
+        if ensure_table_metadata(self.landing, ref, table_metadata(rows.key_columns, extra)):
+            self._check_not_deleted(ref, table_state)
         staged: list[PlannedFile] = []
         number = table_state.next_number
         for chunk in chunks:
@@ -75,6 +79,26 @@ class TableStager:
             last_published_at=time.time(),
         )
         return new_state, staged
+
+    def _check_not_deleted(self, ref: TableRef, table_state: TableState) -> None:
+        """``_metadata.json`` was missing from a table that has files: was the folder deleted under us?
+
+        Numbering lists a folder once per process, so a folder deleted while the connector runs (Fabric then
+        drops the table) shows here first: without this, the table would start again from the next file with
+        only the later changes. The ``_metadata.json`` just written goes again, so nothing is left behind.
+
+        Raises:
+            LandingZoneCorrupt: the table's files are gone.
+        """
+        if table_state.next_number <= 1:
+            return
+        try:
+            check_no_gap(self.landing, ref, table_state)
+        except LandingZoneCorrupt:
+            self.landing.delete(join(ref.folder, METADATA_FILE))
+            if not self.landing.list_dir(ref.folder):
+                self.landing.delete_tree(ref.folder)
+            raise
 
     def _stage_file(self, batch_id: int, ref: TableRef, number: int, chunk: pa.Table) -> PlannedFile:
         """Encode one chunk and write it under its staged name; the plan entry that publishes it."""

@@ -199,6 +199,40 @@ def test_a_ledger_number_ahead_of_the_landing_zone_stops_the_table(zone: Zone) -
     assert zone.table_files() == []  # no file 3 after a gap
 
 
+def test_a_table_folder_deleted_while_the_connector_runs_stops_the_table(zone: Zone) -> None:
+    """The same sink, no restart: deleting a table's folder (Fabric then drops the table) is not written past.
+
+    Before, the numbering was checked once per process, so the next batch recreated the folder with a fresh
+    ``_metadata.json`` and file 3 alone: a table Fabric rebuilt from the later changes only, silently.
+    """
+    t = customers()
+    sink = zone.sink()
+    sink.process_batch(0, [t.record("c", None, row(1))])
+    sink.process_batch(1, [t.record("c", None, row(2))])
+    zone.storage.delete_tree(CUSTOMERS)
+    result = sink.process_batch(2, [t.record("c", None, row(3))])
+    reason = result.stopped["public.customers"]
+    assert "published files up to number 2, but it holds no numbered file" in reason
+    assert "rebuild" in reason
+    assert zone.storage.list_dir(CUSTOMERS) == []  # neither file 3 nor a new _metadata.json
+    assert "public.customers" in zone.sink().stopped_tables  # committed: a restart keeps it stopped
+
+
+def test_a_deleted_metadata_file_alone_is_written_again(zone: Zone) -> None:
+    """Only ``_metadata.json`` gone (the files still there): it is restored and the table goes on."""
+    t = customers()
+    sink = zone.sink()
+    sink.process_batch(0, [t.record("c", None, row(1))])
+    zone.storage.delete(f"{CUSTOMERS}/_metadata.json")
+    result = sink.process_batch(1, [t.record("c", None, row(2))])
+    assert not result.stopped
+    assert [p.rsplit("/", 1)[-1] for p in zone.table_files()] == [
+        "00000000000000000001.parquet",
+        "00000000000000000002.parquet",
+    ]
+    assert orjson.loads(zone.read(f"{CUSTOMERS}/_metadata.json"))["keyColumns"] == ["id"]
+
+
 def test_files_mirroring_processed_away_are_no_gap(zone: Zone) -> None:
     t = customers()
     sink = zone.sink()
