@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # What the local stacks share (sourced by stack.sh and stack-mariadb.sh, never run): logging, stack.env,
 # process checks, the Kafka broker (kafka.sh), the Kafka Connect worker, connector registration and state,
-# Debezium's signalling names.
+# Debezium's signalling names, the converter choice (json | avro) and the schema registry the Avro converter
+# needs (registry.sh).
 #
 # The sourcing script sets first: SCRIPT_DIR, REPO_ROOT, STATE_DIR, STACK_SCRIPT (its own path: usage prints
 # its header), LOG_TAG, CONNECTOR_NAME, TOPIC_PREFIX, CONNECT_GROUP (the worker's group.id), CONNECT_TOPICS (its
@@ -29,6 +30,9 @@ CONNECT_PID=$CONNECT_DIR/connect.pid
 CONNECT_OUT=$CONNECT_DIR/connect.out
 CONNECTOR_JSON=$CONNECT_DIR/connector.json
 REGISTERED=$CONNECT_DIR/registered
+REGISTRY_STATE=$STATE_DIR/registry
+AVRO_CONVERTER=io.apicurio.registry.utils.converter.AvroConverter
+AVRO_JAR_SET=connect-avro
 
 T0=$SECONDS
 log() { printf '[%s %3ds] %s\n' "$LOG_TAG" "$((SECONDS - T0))" "$*" >&2; }
@@ -285,6 +289,128 @@ wait_streaming() {
     ((SECONDS < deadline)) || die "connector not streaming after ${TIMEOUT}s (log: $CONNECT_DIR/connect.log)"
     sleep 1
   done
+}
+
+# ---------------------------------------------------------------------------------------- converter, registry
+# The connector's converter: $1 (a flag), else the one kept in stack.env, else json; kept in stack.env.
+choose_converter() {
+  local converter=${1:-$(env_get CONVERTER)}
+  converter=${converter:-json}
+  [[ $converter == json || $converter == avro ]] || die "the converter is json or avro, got '$converter'"
+  env_set CONVERTER "$converter"
+  echo "$converter"
+}
+
+registry() { STATE_DIR=$REGISTRY_STATE bash "$SCRIPT_DIR/registry.sh" "$@"; }
+
+registry_answers() { curl -sf -o /dev/null --max-time 5 "$1/apis/ccompat/v7/subjects"; }
+
+# Make sure a registry serves the Avro connectors: $REGISTRY_URL when given (kept in stack.env), else the
+# one this stack started before, else start one (registry.sh, state under $REGISTRY_STATE).
+registry_ensure() {
+  local url=${REGISTRY_URL:-} line
+  if [[ -n $url ]]; then
+    url=${url%%/apis/*}
+    url=${url%/}
+    env_set REGISTRY_URL "$url"
+    env_set REGISTRY_OWNED 0
+  elif [[ -n $(env_get REGISTRY_URL) && $(env_get REGISTRY_OWNED) == 0 ]]; then
+    url=$(env_get REGISTRY_URL)
+  else
+    line=$(registry start) || die "registry.sh start failed (log: $REGISTRY_STATE/registry.log)"
+    line=$(grep '^registry.url=' <<<"$line" | tail -n 1)
+    [[ -n $line ]] || die "registry.sh start printed no registry.url line"
+    url=${line#registry.url=}
+    env_set REGISTRY_URL "$url"
+    env_set REGISTRY_OWNED 1
+  fi
+  registry_answers "$url" || die "no schema registry answers at $url/apis/ccompat/v7"
+  log "schema registry $url"
+}
+
+# Avro needs the converter jars on the worker (AVRO=1, kept) and a registry.
+enable_avro() {
+  env_set AVRO 1
+  registry_ensure
+}
+
+# The worker's classpath: jar set $1, plus the Avro converter's once this stack uses Avro (AVRO=1).
+classpath_with_avro() {
+  local cp="$JARS_DIR/$1/*"
+  [[ $(env_get AVRO) == 1 ]] && cp+=":$JARS_DIR/$AVRO_JAR_SET/*"
+  echo "$cp"
+}
+
+# Fetch jar set $1 and, when classpath $2 names it, the Avro converter's, unless they are there.
+fetch_jars_with_avro() {
+  [[ -f $JARS_DIR/$1/.complete ]] || bash "$SCRIPT_DIR/fetch-jars.sh" "$1" >&2
+  if [[ $2 == *$AVRO_JAR_SET* && ! -f $JARS_DIR/$AVRO_JAR_SET/.complete ]]; then
+    bash "$SCRIPT_DIR/fetch-jars.sh" "$AVRO_JAR_SET" >&2
+  fi
+}
+
+# The connector settings of converter $1 as a JSON object (none for json: the worker's JsonConverter).
+converter_settings_json() {
+  "$PYTHON" - "$1" "$(env_get REGISTRY_URL)" "$AVRO_CONVERTER" <<'EOF'
+import json, sys
+converter, registry, avro_class = sys.argv[1:4]
+config = {}
+if converter == "avro":
+    # Avro type names allow [A-Za-z0-9_] only: Debezium rewrites other characters in schema/field names.
+    config["schema.name.adjustment.mode"] = "avro"
+    config["field.name.adjustment.mode"] = "avro"
+    for side in ("key", "value"):
+        # Apicurio's converter, Confluent-compatible: the 4-byte content id in the payload, no headers.
+        c = f"{side}.converter"
+        config[c] = avro_class
+        config[f"{c}.apicurio.registry.url"] = registry + "/apis/registry/v2"
+        config[f"{c}.apicurio.registry.auto-register"] = "true"
+        config[f"{c}.apicurio.registry.find-latest"] = "true"
+        config[f"{c}.apicurio.registry.as-confluent"] = "true"
+        config[f"{c}.apicurio.registry.use-id"] = "contentId"
+        config[f"{c}.apicurio.registry.headers.enabled"] = "false"
+print(json.dumps(config))
+EOF
+}
+
+# The registry lines of `up` and `env` (registry.url, schema.registry.url) when converter $1 is avro.
+registry_lines() { # registry_lines CONVERTER
+  [[ $1 == avro ]] || return 0
+  local url
+  url=$(env_get REGISTRY_URL)
+  [[ -n $url ]] || return 0
+  echo "registry.url=$url"
+  echo "schema.registry.url=$url/apis/ccompat/v7"
+}
+
+# The last lines of `up` and `env`: connect=, connector=, converter=, the signal lines, the registry lines.
+connector_lines() {
+  echo "connect=$(connect_url)"
+  echo "connector=$CONNECTOR_NAME"
+  local converter
+  converter=$(env_get CONVERTER)
+  echo "converter=${converter:-json}"
+  signal_lines
+  registry_lines "$converter"
+}
+
+# status: the registry's line when this stack uses one; fails when it does not answer.
+registry_status() {
+  local url
+  url=$(env_get REGISTRY_URL)
+  [[ -n $url ]] || return 0
+  if registry_answers "$url"; then
+    echo "registry: running registry.url=$url"
+  else
+    echo "registry: not answering registry.url=$url"
+    return 1
+  fi
+}
+
+# down: stop the registry this stack started (none when REGISTRY_URL was given).
+registry_stop_owned() {
+  [[ -f $REGISTRY_STATE/registry.pid ]] || return 0
+  registry stop || log "registry.sh stop failed"
 }
 
 # ---------------------------------------------------------------------------------------- signals

@@ -3,7 +3,7 @@
 # MariaDB connector in its own Kafka Connect distributed worker -> single-node KRaft Kafka (kafka.sh).
 # The Postgres stack (stack.sh) is the sibling; `stack.sh up --source mariadb` runs this script.
 #
-#   stack-mariadb.sh up [--init-sql FILE]
+#   stack-mariadb.sh up [--init-sql FILE] [--avro | --converter json|avro]
 #       start (or reuse) everything, run FILE against the database before the connector is registered
 #       (only the first time), register the connector, wait until the connector and its task are
 #       RUNNING and Debezium reads the binlog, then print exactly (stdout):
@@ -12,14 +12,24 @@
 #         topics=REGEX                      (matches the captured tables' topics, Java and Python)
 #         connect=http://127.0.0.1:PORT
 #         connector=NAME
-#         converter=json                    (Kafka's JsonConverter with schemas.enable=true, on the worker)
+#         converter=json|avro               (the connector's key and value converter)
 #         topic_prefix=PREFIX               (Debezium's topic.prefix: the key of every signal message)
 #         signal_topic=PREFIX-signal        (Kafka signal channel: produce key PREFIX, value e.g.
 #                                            {"type":"execute-snapshot","data":{"data-collections":
 #                                            ["mirror.t"],"type":"incremental"}} for an incremental snapshot)
 #         notification_topic=PREFIX-notifications  (Debezium's sink notifications: incremental snapshot
 #                                            STARTED / IN_PROGRESS / TABLE_SCAN_COMPLETED / COMPLETED)
-#   stack-mariadb.sh down               stop what this state dir started (Connect, Kafka, MariaDB), by pid
+#       and with the Avro converter also:
+#         registry.url=http://127.0.0.1:PORT                         (Apicurio Registry)
+#         schema.registry.url=http://127.0.0.1:PORT/apis/ccompat/v7  (Confluent API: source.schema_registry.url)
+#       json (the default) is Kafka's JsonConverter with schemas.enable=true, set on the worker. avro is
+#       Apicurio's AvroConverter set on the connector exactly as stack.sh sets it (stack-lib.sh,
+#       converter_settings_json): Confluent-compatible mode, key and value are magic byte 0 + 4-byte
+#       big-endian schema id + Avro binary, subjects TOPIC-key / TOPIC-value, schema and field names adjusted
+#       for Avro. The worker then runs with the jar set connect-avro on its classpath too (restarted if
+#       needed); the choice is kept in stack.env for later `up`s.
+#   stack-mariadb.sh down               stop what this state dir started (Connect, Kafka, MariaDB, the
+#                                       registry it started), by pid
 #   stack-mariadb.sh status             one line per component; exit 0 when all run, 1 otherwise
 #   stack-mariadb.sh restart-debezium   kill -9 the Connect worker and start it again with the same config
 #                                       and offsets: Debezium re-reads the binlog from its last committed offset
@@ -40,17 +50,21 @@
 # (default 100, kept in stack.env) so tests can interleave writes with a multi-chunk snapshot.
 #
 # Everything except the `up` lines goes to stderr. State (data, configs, logs, pid files) lives under
-# $STATE_DIR (default <repo>/.state-mariadb): mariadb/, kafka/, connect/, stack.env.
+# $STATE_DIR (default <repo>/.state-mariadb): mariadb/, kafka/, connect/, registry/ (avro), stack.env.
 #
 # Environment (defaults): STATE_DIR (<repo>/.state-mariadb), JARS_DIR (<repo>/.cache/jars), MARIADB_USER
 # (mirror), MARIADB_DB (mirror), MARIADB_PORT / CONNECT_PORT (free ones, kept across restarts),
 # MARIADB_OS_USER (mysql; the account MariaDB runs as when this script runs as root), TOPIC_PREFIX
 # (mariadb1), CONNECTOR_NAME (mirror-source-mariadb), INCREMENTAL_SNAPSHOT_CHUNK_SIZE (100), CONNECT_HEAP (768m), CONNECT_OFFSET_FLUSH_MS (10000),
-# STACK_TIMEOUT (300 seconds per wait), JAVA (java), PYTHON (python3).
+# STACK_TIMEOUT (300 seconds per wait), JAVA (java), PYTHON (python3), CONVERTER (json; `up`'s converter when
+# no flag is given), REGISTRY_URL (for avro: the base URL http://HOST:PORT of a running Apicurio Registry 2.x;
+# unset = `up` starts one with deploy/local/registry.sh under $STATE_DIR/registry and `down` stops it).
 #
 # Pinned versions: Kafka 4.3.1 + Debezium MariaDB connector 3.5.0.Final (the newest Maven Central serves;
 # deploy/local/maven/connect-debezium-mariadb/pom.xml, a worker classpath of its own because the Postgres
 # set's Debezium 3.7.0 core cannot share it), MariaDB = the Debian release's `mariadb-server` (10.11 on bookworm).
+# The Avro converter is the Postgres stack's jar set connect-avro (Apicurio 2.6.13.Final) unchanged: it excludes
+# Kafka, Jackson and slf4j, which this worker's set provides at the same versions (Kafka 4.3.1, Jackson 2.21).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -265,9 +279,10 @@ binlog_reader_id() {
 }
 
 # ---------------------------------------------------------------------------------------- connect
-connect_classpath() { echo "$JARS_DIR/$JAR_SET/*"; }
+# The worker's classpath: Connect + Debezium MariaDB, plus the Avro converter once this stack uses Avro (AVRO=1).
+connect_classpath() { classpath_with_avro "$JAR_SET"; }
 
-connect_fetch_jars() { [[ -f $JARS_DIR/$JAR_SET/.complete ]] || bash "$SCRIPT_DIR/fetch-jars.sh" "$JAR_SET" >&2; }
+connect_fetch_jars() { fetch_jars_with_avro "$JAR_SET" "$1"; } # connect_fetch_jars CLASSPATH
 
 # wait_streaming's reader: Debezium's binlog dump connection.
 stream_reader() { binlog_reader_id; }
@@ -286,10 +301,10 @@ CREATE TABLE IF NOT EXISTS $SIGNAL_TABLE (id varchar(42) PRIMARY KEY, type varch
 EOF
 }
 
-write_connector_json() {
+write_connector_json() { # write_connector_json CONVERTER
   local chunk
   chunk=$(chunk_size)
-  "$PYTHON" - "$CONNECTOR_JSON" <<EOF
+  "$PYTHON" - "$CONNECTOR_JSON" "$(converter_settings_json "$1")" <<EOF
 import json, sys
 config = {
     "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
@@ -327,6 +342,7 @@ config = {
     "notification.enabled.channels": "sink",
     "notification.sink.topic.name": "$(notification_topic)",
 }
+config.update(json.loads(sys.argv[2]))
 with open(sys.argv[1], "w") as fh:
     json.dump(config, fh, indent=2)
 EOF
@@ -337,22 +353,23 @@ print_env() {
   echo "mariadb=$(db_url)"
   echo "bootstrap.servers=$(<"$KAFKA_STATE/bootstrap")"
   echo "topics=$(topics_regex)"
-  echo "connect=$(connect_url)"
-  echo "connector=$CONNECTOR_NAME"
-  echo "converter=json"
-  signal_lines
+  connector_lines
 }
 
 # ---------------------------------------------------------------------------------------- commands
 cmd_up() {
-  local init_sql=""
+  local init_sql="" converter=${CONVERTER:-}
   while [[ $# -gt 0 ]]; do
     case $1 in
       --init-sql) init_sql=${2:?--init-sql needs a file}; shift 2 ;;
       --init-sql=*) init_sql=${1#*=}; shift ;;
+      --avro) converter=avro; shift ;;
+      --converter) converter=${2:?--converter needs json or avro}; shift 2 ;;
+      --converter=*) converter=${1#*=}; shift ;;
       *) usage ;;
     esac
   done
+  converter=$(choose_converter "$converter")
   if [[ -n $init_sql ]]; then
     [[ -r $init_sql ]] || die "--init-sql $init_sql: not readable"
     init_sql=$(cd "$(dirname "$init_sql")" && pwd)/$(basename "$init_sql")
@@ -371,9 +388,10 @@ cmd_up() {
     fi
   fi
   kafka_start
+  [[ $converter != avro ]] || enable_avro
   connect_start
   ensure_signal_table
-  write_connector_json
+  write_connector_json "$converter"
   register_connector
   wait_streaming
   log "up in $((SECONDS - T0))s"
@@ -392,6 +410,7 @@ cmd_down() {
   else
     log "mariadb not initialised"
   fi
+  registry_stop_owned
   log "down"
 }
 
@@ -409,6 +428,7 @@ cmd_status() {
     echo "kafka: stopped"
     ok=1
   fi
+  registry_status || ok=1
   if pid=$(connect_pid); then
     echo "connect: running pid=$pid $(connect_url)"
     echo "connector: $CONNECTOR_NAME $(connector_state | head -n 1) binlog_reader=$(binlog_reader_id)"

@@ -83,8 +83,6 @@ SIGNAL_SCHEMA=debezium
 PG_DIR=$STATE_DIR/postgres
 PG_DATA=$PG_DIR/data
 PG_LOG=$PG_DIR/postgres.log
-REGISTRY_STATE=$STATE_DIR/registry
-AVRO_CONVERTER=io.apicurio.registry.utils.converter.AvroConverter
 
 STACK_SCRIPT=${BASH_SOURCE[0]}
 LOG_TAG=stack
@@ -240,48 +238,11 @@ slot_active_pid() {
   psql_db "$PG_DB" -tAc "SELECT coalesce(active_pid::text, '') FROM pg_replication_slots WHERE slot_name = '${1:-$SLOT_NAME}'" 2>/dev/null || true
 }
 
-# ---------------------------------------------------------------------------------------- registry
-registry() { STATE_DIR=$REGISTRY_STATE bash "$SCRIPT_DIR/registry.sh" "$@"; }
-
-registry_answers() { curl -sf -o /dev/null --max-time 5 "$1/apis/ccompat/v7/subjects"; }
-
-# Make sure a registry serves the Avro connectors: $REGISTRY_URL when given (kept in stack.env), else the
-# one this stack started before, else start one (registry.sh, state under $REGISTRY_STATE).
-registry_ensure() {
-  local url=${REGISTRY_URL:-} line
-  if [[ -n $url ]]; then
-    url=${url%%/apis/*}
-    url=${url%/}
-    env_set REGISTRY_URL "$url"
-    env_set REGISTRY_OWNED 0
-  elif [[ -n $(env_get REGISTRY_URL) && $(env_get REGISTRY_OWNED) == 0 ]]; then
-    url=$(env_get REGISTRY_URL)
-  else
-    line=$(registry start) || die "registry.sh start failed (log: $REGISTRY_STATE/registry.log)"
-    line=$(grep '^registry.url=' <<<"$line" | tail -n 1)
-    [[ -n $line ]] || die "registry.sh start printed no registry.url line"
-    url=${line#registry.url=}
-    env_set REGISTRY_URL "$url"
-    env_set REGISTRY_OWNED 1
-  fi
-  registry_answers "$url" || die "no schema registry answers at $url/apis/ccompat/v7"
-  log "schema registry $url"
-}
-
 # ---------------------------------------------------------------------------------------- connect
 # The worker's classpath: Connect + Debezium, plus the Avro converter once this stack uses Avro (AVRO=1).
-connect_classpath() {
-  local cp="$JARS_DIR/connect-debezium/*"
-  [[ $(env_get AVRO) == 1 ]] && cp+=":$JARS_DIR/connect-avro/*"
-  echo "$cp"
-}
+connect_classpath() { classpath_with_avro connect-debezium; }
 
-connect_fetch_jars() { # connect_fetch_jars CLASSPATH
-  [[ -f $JARS_DIR/connect-debezium/.complete ]] || bash "$SCRIPT_DIR/fetch-jars.sh" connect-debezium >&2
-  if [[ $1 == *connect-avro* && ! -f $JARS_DIR/connect-avro/.complete ]]; then
-    bash "$SCRIPT_DIR/fetch-jars.sh" connect-avro >&2
-  fi
-}
+connect_fetch_jars() { fetch_jars_with_avro connect-debezium "$1"; } # connect_fetch_jars CLASSPATH
 
 # wait_streaming's reader: the backend holding Debezium's slot ($1, default the main connector's).
 stream_reader() { slot_active_pid "$1"; }
@@ -316,7 +277,7 @@ ensure_signal_table() {
 write_connector_json() {
   local file=$1 schemas=$2 prefix=$3 slot=$4 publication=$5 converter=$6 signal_table=$7 chunk
   chunk=$(chunk_size)
-  "$PYTHON" - "$file" "$converter" "$(env_get REGISTRY_URL)" "$AVRO_CONVERTER" <<EOF
+  "$PYTHON" - "$file" "$(converter_settings_json "$converter")" <<EOF
 import json, sys
 config = {
     "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
@@ -352,46 +313,18 @@ config = {
     "notification.enabled.channels": "sink",
     "notification.sink.topic.name": "$(notification_topic "$prefix")",
 }
-converter, registry, avro_class = sys.argv[2:5]
-if converter == "avro":
-    # Avro type names allow [A-Za-z0-9_] only: Debezium rewrites other characters in schema/field names.
-    config["schema.name.adjustment.mode"] = "avro"
-    config["field.name.adjustment.mode"] = "avro"
-    for side in ("key", "value"):
-        # Apicurio's converter, Confluent-compatible: the 4-byte content id in the payload, no headers.
-        c = f"{side}.converter"
-        config[c] = avro_class
-        config[f"{c}.apicurio.registry.url"] = registry + "/apis/registry/v2"
-        config[f"{c}.apicurio.registry.auto-register"] = "true"
-        config[f"{c}.apicurio.registry.find-latest"] = "true"
-        config[f"{c}.apicurio.registry.as-confluent"] = "true"
-        config[f"{c}.apicurio.registry.use-id"] = "contentId"
-        config[f"{c}.apicurio.registry.headers.enabled"] = "false"
+config.update(json.loads(sys.argv[2]))
 with open(sys.argv[1], "w") as fh:
     json.dump(config, fh, indent=2)
 EOF
   chmod 600 "$file"
 }
 
-registry_lines() {
-  local url
-  url=$(env_get REGISTRY_URL)
-  [[ -n $url ]] || return 0
-  echo "registry.url=$url"
-  echo "schema.registry.url=$url/apis/ccompat/v7"
-}
-
 print_env() {
   echo "postgres=$(pg_url)"
   echo "bootstrap.servers=$(<"$KAFKA_STATE/bootstrap")"
   echo "topics=$(topics_regex "$(env_get SCHEMAS)")"
-  echo "connect=$(connect_url)"
-  echo "connector=$CONNECTOR_NAME"
-  local converter
-  converter=$(env_get CONVERTER)
-  echo "converter=${converter:-json}"
-  signal_lines
-  [[ $converter != avro ]] || registry_lines
+  connector_lines
 }
 
 # Connectors added with register-connector: their names (stack.env EXTRA_CONNECTORS), slots derived.
@@ -403,12 +336,6 @@ extra_ident() { # a name as a Postgres identifier: lower case [a-z0-9_], at most
 }
 extra_slot() { echo "dbz_$(extra_ident "$1")"; }
 extra_publication() { echo "dbz_pub_$(extra_ident "$1")"; }
-
-# Avro needs the converter jars on the worker (AVRO=1, kept) and a registry.
-enable_avro() {
-  env_set AVRO 1
-  registry_ensure
-}
 
 # ---------------------------------------------------------------------------------------- commands
 cmd_up() {
@@ -432,9 +359,7 @@ cmd_up() {
   [[ $schemas =~ ^[A-Za-z_][A-Za-z0-9_]*(,[A-Za-z_][A-Za-z0-9_]*)*$ ]] ||
     die "--schemas takes comma-separated plain schema names, got '$schemas'"
   [[ ,$schemas, != *,$SIGNAL_SCHEMA,* ]] || die "--schemas may not name $SIGNAL_SCHEMA (the signalling tables' schema)"
-  converter=${converter:-$(env_get CONVERTER)}
-  converter=${converter:-json}
-  [[ $converter == json || $converter == avro ]] || die "the converter is json or avro, got '$converter'"
+  converter=$(choose_converter "$converter")
   if [[ -n $init_sql ]]; then
     [[ -r $init_sql ]] || die "--init-sql $init_sql: not readable"
     init_sql=$(cd "$(dirname "$init_sql")" && pwd)/$(basename "$init_sql")
@@ -443,7 +368,6 @@ cmd_up() {
   command -v "$PYTHON" >/dev/null || die "$PYTHON is required"
   mkdir -p "$STATE_DIR"
   env_set SCHEMAS "$schemas"
-  env_set CONVERTER "$converter"
 
   pg_start
   if [[ -n $init_sql ]]; then
@@ -495,7 +419,7 @@ cmd_register_connector() {
   echo "topics=$(topics_regex "$schemas" "$prefix")"
   echo "converter=$converter"
   signal_lines "$prefix"
-  [[ $converter != avro ]] || registry_lines
+  registry_lines "$converter"
 }
 
 cmd_down() {
@@ -510,9 +434,7 @@ cmd_down() {
   else
     log "postgres not initialised"
   fi
-  if [[ -f $REGISTRY_STATE/registry.pid ]]; then
-    registry stop || log "registry.sh stop failed"
-  fi
+  registry_stop_owned
   log "down"
 }
 
@@ -530,14 +452,7 @@ cmd_status() {
     echo "kafka: stopped"
     ok=1
   fi
-  if [[ -n $(env_get REGISTRY_URL) ]]; then
-    if registry_answers "$(env_get REGISTRY_URL)"; then
-      echo "registry: running registry.url=$(env_get REGISTRY_URL)"
-    else
-      echo "registry: not answering registry.url=$(env_get REGISTRY_URL)"
-      ok=1
-    fi
-  fi
+  registry_status || ok=1
   if pid=$(connect_pid); then
     echo "connect: running pid=$pid $(connect_url)"
     echo "connector: $CONNECTOR_NAME $(connector_state | head -n 1) slot_active_pid=$(slot_active_pid)"

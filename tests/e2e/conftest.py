@@ -10,6 +10,7 @@ format) against the real Apicurio Registry of the ``registry`` fixture (``deploy
 JSON twin connector (``AVRO_TWIN_CONNECTOR``, topic prefix ``AVRO_TWIN_PREFIX``) on the same database, so the
 same changes can be read in both encodings. Decode Avro with ``schema.registry.url`` (the registry's
 Confluent-compatible API, for ``confluent_kafka.schema_registry.SchemaRegistryClient``).
+``mariadb_avro_stack`` is the MariaDB stack (``mariadb_stack``) with that converter and registry.
 
 Every stack also prints its Debezium signalling facts (``SIGNAL_KEYS``): ``topic_prefix`` (the key every signal
 message must carry), ``signal_topic`` (Debezium's Kafka signal channel, ``<topic_prefix>-signal``) and
@@ -113,18 +114,31 @@ def _state_dir(prefix: str) -> Iterator[Path]:
 
 
 @contextmanager
-def _stack_up(state_dir: Path, *up_args: str, env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
-    """``stack.sh up --init-sql <workload> *up_args``; yield the printed values plus ``state_dir``; always down."""
-    init_sql = state_dir / "init.sql"
-    init_sql.write_text(workload.init_sql(SNAPSHOT_ROWS, SNAPSHOT_SEED), encoding="utf-8")
+def _stack_up(
+    state_dir: Path,
+    *up_args: str,
+    env: dict[str, str] | None = None,
+    init_sql: str | None = None,
+    keys: tuple[str, ...] = PRINTED_KEYS,
+) -> Iterator[dict[str, str]]:
+    """``stack.sh up --init-sql <init_sql> *up_args``; yield the printed values plus ``state_dir``; always down.
+
+    ``init_sql`` defaults to the Postgres workload's schema and snapshot rows; ``keys`` are the lines ``up``
+    must print.
+    """
+    sql_file = state_dir / "init.sql"
+    if init_sql is None:
+        init_sql = workload.init_sql(SNAPSHOT_ROWS, SNAPSHOT_SEED)
+    sql_file.write_text(init_sql, encoding="utf-8")
+    command = " ".join(("stack.sh up", *up_args))
     try:
         try:
-            result = _run(state_dir, "up", "--init-sql", str(init_sql), *up_args, timeout=UP_TIMEOUT_S, env=env)
+            result = _run(state_dir, "up", "--init-sql", str(sql_file), *up_args, timeout=UP_TIMEOUT_S, env=env)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"stack.sh up timed out after {UP_TIMEOUT_S}s:\n{_log_tail(state_dir)}")
+            pytest.fail(f"{command} timed out after {UP_TIMEOUT_S}s:\n{_log_tail(state_dir)}")
         if result.returncode != 0:
-            pytest.fail(f"stack.sh up failed (exit {result.returncode}):\n{_log_tail(state_dir)}")
-        values = _parse(result.stdout)
+            pytest.fail(f"{command} failed (exit {result.returncode}):\n{_log_tail(state_dir)}")
+        values = _parse(result.stdout, keys)
         values["state_dir"] = str(state_dir)
         yield values
     finally:
@@ -226,6 +240,26 @@ def avro_stack_ctl(avro_stack: dict[str, str]) -> StackCtl:
 MARIADB_KEYS = ("mariadb", "bootstrap.servers", "topics", "connect", "connector", *SIGNAL_KEYS)
 
 
+@contextmanager
+def _mariadb_stack_up(prefix: str, *up_args: str, env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """``stack.sh up --source mariadb *up_args`` with the MariaDB workload in a fresh state dir; always down."""
+    from tests.e2e import workload_mariadb
+
+    with (
+        _state_dir(prefix) as state_dir,
+        _stack_up(
+            state_dir,
+            "--source",
+            "mariadb",
+            *up_args,
+            env=env,
+            init_sql=workload_mariadb.init_sql(SNAPSHOT_SEED),
+            keys=MARIADB_KEYS,
+        ) as values,
+    ):
+        yield values
+
+
 @pytest.fixture(scope="session")
 def mariadb_stack() -> Iterator[dict[str, str]]:
     """The MariaDB stack (``stack.sh up --source mariadb``), once per test session, shared by the MariaDB tests.
@@ -234,28 +268,22 @@ def mariadb_stack() -> Iterator[dict[str, str]]:
     Debezium MariaDB connector is registered (so they arrive as snapshot reads). Returns the printed values
     (``mariadb`` is the ``mysql://`` URL) plus ``state_dir``. Always ``down`` at the end.
     """
-    from tests.e2e import workload_mariadb
+    with _mariadb_stack_up("e2e-mariadb-") as values:
+        yield values
 
-    with _state_dir("e2e-mariadb-") as state_dir:
-        init_sql = state_dir / "init.sql"
-        init_sql.write_text(workload_mariadb.init_sql(SNAPSHOT_SEED), encoding="utf-8")
-        try:
-            try:
-                result = _run(state_dir, "up", "--source", "mariadb", "--init-sql", str(init_sql), timeout=UP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"stack.sh up --source mariadb timed out after {UP_TIMEOUT_S}s:\n{_log_tail(state_dir)}")
-            if result.returncode != 0:
-                pytest.fail(f"stack.sh up --source mariadb failed (exit {result.returncode}):\n{_log_tail(state_dir)}")
-            values = _parse(result.stdout, MARIADB_KEYS)
-            values["state_dir"] = str(state_dir)
-            yield values
-        finally:
-            down = _run(state_dir, "down", timeout=DOWN_TIMEOUT_S)
-            left = _our_processes(state_dir)
-            if down.returncode != 0 or left:
-                pytest.fail(
-                    f"stack.sh down failed (exit {down.returncode}), still running: {left}\n{_log_tail(state_dir)}"
-                )
+
+@pytest.fixture(scope="module")
+def mariadb_avro_stack(registry: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The MariaDB stack with the Avro converter (``stack.sh up --source mariadb --avro``) against ``registry``.
+
+    Its own state dir, the same workload as ``mariadb_stack``; Debezium's keys and values are Apicurio's Avro
+    in Confluent wire format. The values of ``mariadb_stack`` (``converter`` is ``avro``) plus ``registry.url``
+    and ``schema.registry.url``. Always ``down`` at the end (the registry is the fixture's: not stopped).
+    """
+    with _mariadb_stack_up("e2e-mariadb-avro-", "--avro", env={"REGISTRY_URL": registry["registry.url"]}) as values:
+        assert values.get("converter") == "avro", values
+        assert values.get("schema.registry.url") == registry["schema.registry.url"], values
+        yield values
 
 
 @pytest.fixture(scope="session")

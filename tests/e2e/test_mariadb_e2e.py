@@ -6,11 +6,13 @@ The stack is the session's ``mariadb_stack`` (``stack.sh up --source mariadb``):
 start into its own landing zone, waits until Debezium has published every change (a watermark row
 written after the workload must reach Kafka: the binlog is read in order), runs the connector until
 caught up, and requires `verify` to find zero differences in every table and `validate` no problem.
+
+The helpers take any MariaDB stack's values: on one with ``converter=avro`` (``test_mariadb_avro_e2e``) the
+connector and the watermark wait read Avro through the stack's schema registry.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -26,6 +28,10 @@ import pymysql  # type: ignore[import-untyped]
 import pytest
 from confluent_kafka import Consumer
 
+from connector.config import SchemaRegistrySettings
+from connector.debezium.avro import AvroDecoder
+from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder
+from connector.events import KafkaRecord
 from connector.storage import LocalStorage
 from connector.tools.source_mysql import MySqlSource
 from connector.tools.validate import validate_landing_zone
@@ -38,12 +44,22 @@ pytestmark = pytest.mark.e2e
 WATERMARK_TIMEOUT_S = 240
 
 
-def write_config(tmp: Path) -> Path:
+def is_avro(stack: dict[str, str]) -> bool:
+    return stack.get("converter") == "avro"
+
+
+def write_config(tmp: Path, stack: dict[str, str]) -> Path:
+    """The connector's YAML: with Avro topics, ``value_format: avro`` and the stack's registry."""
+    source = (
+        f"source:\n  value_format: avro\n  schema_registry:\n    url: {stack['schema.registry.url']}\n"
+        if is_avro(stack)
+        else ""
+    )
     config = tmp / "config.yaml"
     config.write_text(
         "mirror:\n"
         "  truncate_policy: recreate\n"  # TRUNCATE (skipped.operations=none) rebuilds the table's folder
-        "  max_rows_per_file: 300\n"
+        "  max_rows_per_file: 300\n" + source
     )
     return config
 
@@ -72,7 +88,10 @@ def run_args(stack: dict[str, str], tmp: Path, trigger: str, config: Path) -> li
 
 @pytest.fixture
 def mariadb(mariadb_stack: dict[str, str]) -> Iterator[Any]:
-    """An autocommit PyMySQL connection to the stack's database, in UTC."""
+    """An autocommit PyMySQL connection to the stack's database, in UTC.
+
+    A module may override ``mariadb_stack`` (``test_mariadb_avro_e2e`` does, with ``mariadb_avro_stack``).
+    """
     source = MySqlSource.from_url(mariadb_stack["mariadb"])
     conn = pymysql.connect(
         host=source.host,
@@ -91,8 +110,11 @@ def mariadb(mariadb_stack: dict[str, str]) -> Iterator[Any]:
 
 
 def wait_for_watermark(stack: dict[str, str], conn: Any) -> None:
-    """Write a watermark row and wait until its change event is in Kafka."""
+    """Write a watermark row and wait until its change event is in Kafka (decoded as the connector does)."""
     token = uuid.uuid4().hex
+    decoder = (
+        AvroDecoder(SchemaRegistrySettings(url=stack["schema.registry.url"])) if is_avro(stack) else EnvelopeDecoder()
+    )
     with conn.cursor() as cursor:
         cursor.execute("INSERT INTO e2e_watermark VALUES (%s)", (token,))
     prefix = stack["topics"].split("\\.")[0]
@@ -112,8 +134,8 @@ def wait_for_watermark(stack: dict[str, str], conn: Any) -> None:
             msg = consumer.poll(1.0)
             if msg is None or msg.error() is not None or msg.value() is None:
                 continue
-            after = json.loads(msg.value())["payload"].get("after") or {}
-            if after.get("token") == token:
+            event = decoder.decode(KafkaRecord(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()))
+            if isinstance(event, ChangeEvent) and (event.after or {}).get("token") == token:
                 return
     finally:
         consumer.close()
@@ -143,22 +165,28 @@ def source_count(conn: Any, table: str) -> int:
         return int(cursor.fetchone()[0])
 
 
+def mirror_snapshot_and_streaming(stack: dict[str, str], conn: Any, tmp: Path) -> None:
+    """Mirror the snapshot, then a streaming phase (inserts, updates, deletes, key moves, a 1000-row
+    transaction), ADD COLUMN and TRUNCATE, and another phase; the mirror must equal the source."""
+    config = write_config(tmp, stack)
+    first = run_connector(*run_args(stack, tmp, "available-now", config))  # the snapshot
+    assert first.returncode == 0, first.stderr[-5000:]
+    assert list((tmp / "lz" / "mirror.schema" / "all_types").glob("0*.parquet"))
+
+    workload_mariadb.streaming_phase(conn, seed=1)
+    workload_mariadb.evolve_and_truncate(conn, seed=1)
+    workload_mariadb.streaming_phase(conn, seed=2, big_transaction=False)
+    catch_up(stack, conn, tmp, config)
+
+    assert source_count(conn, "wiped") == 5  # only the rows inserted after TRUNCATE
+    assert source_count(conn, "items") > 1000  # the 1000-row transaction
+    assert_mirror_equals_source(stack, tmp)
+
+
 def test_snapshot_and_streaming_mirror_equals_mariadb(
     mariadb_stack: dict[str, str], mariadb: Any, tmp_path: Path
 ) -> None:
-    config = write_config(tmp_path)
-    first = run_connector(*run_args(mariadb_stack, tmp_path, "available-now", config))  # the snapshot
-    assert first.returncode == 0, first.stderr[-5000:]
-    assert list((tmp_path / "lz" / "mirror.schema" / "all_types").glob("0*.parquet"))
-
-    workload_mariadb.streaming_phase(mariadb, seed=1)
-    workload_mariadb.evolve_and_truncate(mariadb, seed=1)
-    workload_mariadb.streaming_phase(mariadb, seed=2, big_transaction=False)
-    catch_up(mariadb_stack, mariadb, tmp_path, config)
-
-    assert source_count(mariadb, "wiped") == 5  # only the rows inserted after TRUNCATE
-    assert source_count(mariadb, "items") > 1000  # the 1000-row transaction
-    assert_mirror_equals_source(mariadb_stack, tmp_path)
+    mirror_snapshot_and_streaming(mariadb_stack, mariadb, tmp_path)
     result = run_connector(
         "verify",
         "--source",
@@ -187,7 +215,7 @@ def wait_for_batch(process: subprocess.Popen[bytes], log: Path, before: int, tim
 def test_connector_sigkilled_during_streaming_mirror_equals_mariadb(
     mariadb_stack: dict[str, str], mariadb: Any, tmp_path: Path
 ) -> None:
-    config = write_config(tmp_path)
+    config = write_config(tmp_path, mariadb_stack)
     rng = random.Random(15)
     command = [sys.executable, "-m", "connector", *run_args(mariadb_stack, tmp_path, "1s", config)]
     log_path = tmp_path / "connector.log"
