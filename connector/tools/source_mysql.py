@@ -17,11 +17,19 @@ both sides: a difference then means a different value, never a different spellin
   instant in UTC (the session runs in UTC, so the source value is UTC; a naive mirror value stays naive
   and differs: the mirror lost the instant semantics);
 - ``JSON``: the parsed document (key order and spacing are not values);
-- ``SET``: the set of its members; ``ENUM``, text: the string; binary: the bytes.
+- ``SET``: the set of its members; ``ENUM``, text: the string; binary: the bytes;
+- spatial types (``GEOMETRY``, ``POINT``, ``LINESTRING``, ``POLYGON``, the ``MULTI…`` kinds,
+  ``GEOMETRYCOLLECTION``): the pair (SRID, WKB bytes). The source value is read as stored, a 4-byte
+  little-endian SRID then the WKB (what ``ST_SRID`` and ``ST_AsBinary`` return); the mirror's is the JSON
+  text of Debezium's ``Geometry``/``Point`` struct, ``{"wkb": base64, "srid": n}``, whose null SRID is
+  SRID 0 (Debezium writes 0 as null; MySQL has no other "no SRID"). A ``Point``'s ``x`` and ``y`` are
+  read from the same WKB by Debezium and are not compared separately.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import json
 import struct
@@ -52,6 +60,16 @@ Row = dict[str, Any]
 _INTEGERS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _DECIMALS = {"decimal", "numeric", "fixed"}
 _BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+_SPATIAL = {
+    "geometry",
+    "point",
+    "linestring",
+    "polygon",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+}
 _MICROS_PER_DAY = 86_400_000_000
 
 
@@ -138,6 +156,8 @@ def canonical_for(column: SourceColumn) -> Canonical:
         return set_members
     if data_type in _BINARY:
         return lambda v: bytes(v)
+    if data_type in _SPATIAL:
+        return srid_and_wkb
     return lambda v: v
 
 
@@ -233,6 +253,32 @@ def set_members(value: Any) -> Any:
     if isinstance(value, (set, frozenset, list, tuple)):
         return frozenset(value)
     return value
+
+
+def srid_and_wkb(value: Any) -> Any:
+    """A spatial value as (SRID, WKB): stored bytes (little-endian SRID + WKB) or ``{"wkb", "srid"}`` JSON text.
+
+    Anything else (text that is not such a struct, WKB that is not base64) is returned as it is, and so differs.
+    """
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        stored = bytes(value)
+        return (int.from_bytes(stored[:4], "little"), stored[4:]) if len(stored) > 4 else stored
+    struct_value = value
+    if isinstance(value, str):
+        try:
+            struct_value = json.loads(value)
+        except ValueError:
+            return value
+    if not isinstance(struct_value, dict) or not isinstance(struct_value.get("wkb"), str):
+        return value
+    srid = struct_value.get("srid")
+    if not (srid is None or (isinstance(srid, int) and not isinstance(srid, bool))):
+        return value
+    try:
+        wkb = base64.b64decode(struct_value["wkb"], validate=True)
+    except binascii.Error:
+        return value
+    return (srid or 0, wkb)
 
 
 class MySqlReader:

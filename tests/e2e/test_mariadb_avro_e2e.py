@@ -8,7 +8,9 @@ snapshot, inserts, updates, deletes, key moves, a 1000-row transaction, ADD COLU
 stack: this module overrides ``mariadb_stack`` so that the shared helpers and the ``mariadb`` connection use it.
 
 Types: through Avro every column mirrors as through JSON (checked by hand with a JSON twin connector on the
-same database: identical Arrow schemas for all five tables, identical rows); `verify` finds zero differences.
+same database: identical Arrow schemas for all five tables, identical rows; the spatial table ``shapes``, added
+later, replays to the same rows from this test's landing zone as from test_mariadb_e2e's, geometry JSON text
+byte for byte); `verify` finds zero differences.
 """
 
 from __future__ import annotations

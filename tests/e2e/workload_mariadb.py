@@ -16,6 +16,11 @@ Tables (database ``mirror``):
 ``pairs``      composite key ``(tenant, code)``: key moves on one part of the key
 ``evolving``   gets ``ALTER TABLE ADD COLUMN`` in the middle of the stream
 ``wiped``      TRUNCATEd mid-stream, then refilled
+``shapes``     spatial columns: ``g GEOMETRY`` (every geometry kind, SRIDs 0, 4326 and 3857, an empty
+               collection, NULL), ``p POINT REF_SYSTEM_ID=4326 NOT NULL`` (MariaDB 10.11 has no MySQL 8
+               ``SRID 4326`` attribute; ``REF_SYSTEM_ID`` is recorded but not enforced, so the values carry
+               SRID 4326 themselves) and ``area POLYGON``; streamed inserts and updates change the geometries
+               and their SRIDs, to and from NULL
 
 FLOAT in the snapshot: Debezium reads snapshot rows through the text protocol, where the server prints a
 FLOAT with six significant digits (the float32 maximum 3.4028234e38 arrives as 3.40282e38, and ``verify``
@@ -29,7 +34,7 @@ import random
 from decimal import Decimal
 from typing import Any
 
-TABLES = ("all_types", "items", "pairs", "evolving", "wiped")
+TABLES = ("all_types", "items", "pairs", "evolving", "wiped", "shapes")
 LONG_TEXT_BYTES = 100 * 1024
 
 _ALL_TYPES_COLUMNS = """
@@ -79,6 +84,22 @@ _EXTREME_ROWS = [
         "x'41424344', x'00FF', x'0102030405', '\"just a string\"', 'medium', 'green'"
     ),
 ]
+# Each snapshot row of shapes after id: (g, p, area) as SQL expressions.
+_SHAPE_ROWS = [
+    ("ST_GeomFromText('POINT(1 2)')", "ST_GeomFromText('POINT(-122.4194 37.7749)', 4326)",
+     "ST_GeomFromText('POLYGON((0 0, 10 0, 10 10, 0 10, 0 0), (2 2, 2 3, 3 3, 2 2))', 4326)"),
+    ("ST_GeomFromText('LINESTRING(0 0, 1.5 -2.25, 1e300 -1e-300)', 3857)", "ST_GeomFromText('POINT(0 0)', 4326)",
+     "NULL"),
+    ("ST_GeomFromText('POLYGON((0 0, 1 0, 1 1, 0 0))')", "ST_GeomFromText('POINT(180 -90)', 4326)", "NULL"),
+    ("ST_GeomFromText('MULTIPOINT(1 1, 2 2)', 4326)", "ST_GeomFromText('POINT(1 1)', 4326)", "NULL"),
+    ("ST_GeomFromText('MULTILINESTRING((0 0, 1 1), (2 2, 3 3))')", "ST_GeomFromText('POINT(2 2)', 4326)", "NULL"),
+    ("ST_GeomFromText('MULTIPOLYGON(((0 0, 1 0, 1 1, 0 0)), ((5 5, 6 5, 6 6, 5 5)))', 4326)",
+     "ST_GeomFromText('POINT(3 3)', 4326)", "NULL"),
+    ("ST_GeomFromText('GEOMETRYCOLLECTION(POINT(1 1), LINESTRING(0 0, 1 1))', 4326)",
+     "ST_GeomFromText('POINT(4 4)', 4326)", "NULL"),
+    ("ST_GeomFromText('GEOMETRYCOLLECTION EMPTY')", "ST_GeomFromText('POINT(5 5)', 4326)", "NULL"),
+    ("NULL", "ST_GeomFromText('POINT(-0.5 0.25)', 4326)", "NULL"),
+]  # fmt: skip
 
 
 def init_sql(seed: int = 1, rows: int = 20) -> str:
@@ -92,11 +113,15 @@ def init_sql(seed: int = 1, rows: int = 20) -> str:
         "PRIMARY KEY (tenant, code));",
         "CREATE TABLE evolving (id INT NOT NULL PRIMARY KEY, a VARCHAR(50));",
         "CREATE TABLE wiped (id INT NOT NULL PRIMARY KEY, v VARCHAR(50));",
+        "CREATE TABLE shapes (id INT NOT NULL PRIMARY KEY, g GEOMETRY NULL, p POINT REF_SYSTEM_ID=4326 NOT NULL, "
+        "area POLYGON NULL);",
         "CREATE TABLE e2e_watermark (token VARCHAR(64) NOT NULL PRIMARY KEY);",
     ]
     for number, values in enumerate(_EXTREME_ROWS, start=1):
         out.append(f"INSERT INTO all_types VALUES ({number}, {values});")
     out.append("INSERT INTO all_types (id) VALUES (4);")  # every column NULL
+    for number, (g, p, area) in enumerate(_SHAPE_ROWS, start=1):
+        out.append(f"INSERT INTO shapes VALUES ({number}, {g}, {p}, {area});")
     for i in range(1, rows + 1):
         out.append(
             f"INSERT INTO items VALUES ({i}, 'item {i} ✓', {rng.randint(0, 100)}, {_price(rng)}, NULL, "
@@ -188,6 +213,30 @@ def streaming_phase(conn: Any, seed: int, big_transaction: bool = True) -> None:
         "'838:59:59', 2155, "
         "'streamed 😀', REPEAT('y', %s), '2030-06-15 01:02:03.000004', '2030-06-15 01:02:03.000004')",
         (100 + seed, "-" + "1" * 35 + "." + "2" * 30, LONG_TEXT_BYTES),
+    )
+    _shapes_phase(conn, seed)
+
+
+def _shapes_phase(conn: Any, seed: int) -> None:
+    """shapes: a new row, geometries (and SRIDs) changed, a geometry set to NULL and one set from NULL."""
+    x, y = seed + 0.125, -seed - 0.5
+    _execute(
+        conn,
+        "INSERT INTO shapes VALUES (%s, ST_GeomFromText(%s, 3857), ST_GeomFromText(%s, 4326), "
+        "ST_GeomFromText(%s, 4326))",
+        (1000 + seed, f"LINESTRING({x} {y}, {y} {x})", f"POINT({x} {y})", f"POLYGON((0 0, {x} 0, {x} {x}, 0 0))"),
+    )
+    _execute(
+        conn,
+        "UPDATE shapes SET g = ST_GeomFromText(%s, 4326), p = ST_GeomFromText(%s, 4326) WHERE id = 1",
+        (f"MULTIPOINT({x} {y}, {y} {x})", f"POINT({y} {x})"),
+    )
+    _execute(conn, "UPDATE shapes SET g = ST_GeomFromText(%s), area = NULL WHERE id = 2", (f"POINT({x} {x})",))
+    _execute(conn, "UPDATE shapes SET g = NULL WHERE id = 3")
+    _execute(
+        conn,
+        "UPDATE shapes SET g = ST_GeomFromText(%s, 3857), area = ST_GeomFromText(%s) WHERE id = 9",
+        (f"POINT({seed} {seed})", f"POLYGON((0 0, {seed} 0, 0 {seed}, 0 0))"),
     )
 
 

@@ -3,7 +3,9 @@ representation of the same value, and only with it (the end-to-end test runs it 
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import json
 from decimal import Decimal
 
 import pyarrow as pa
@@ -22,7 +24,11 @@ COLUMNS = [
     SourceColumn("j", "json", "longtext"),
     SourceColumn("s", "set", "set('red','green')"),
     SourceColumn("f", "float", "float"),
+    SourceColumn("g", "geometry", "geometry"),
+    SourceColumn("p", "point", "point"),
 ]
+LINE_WKB = bytes.fromhex("010200000002000000" + "00" * 16 + "000000000000F03F" + "000000000000F0BF")
+POINT_WKB = bytes.fromhex("010100000000000000000008400000000000001040")  # POINT(3 4)
 WIDE = "12345678901234567890123456789012345.123456789012345678901234567891"
 
 
@@ -37,6 +43,8 @@ def source_row(**changes: object) -> dict[str, object]:
         "j": '{"b": 1, "a": [1, 2]}',
         "s": "red,green",
         "f": 3.140000104904175,  # CAST(f AS DOUBLE): the stored float32
+        "g": b"\x00\x00\x00\x00" + LINE_WKB,  # as stored: SRID 0 (little-endian), then the WKB
+        "p": b"\xe6\x10\x00\x00" + POINT_WKB,  # SRID 4326
     }
     row.update(changes)
     return row
@@ -53,6 +61,8 @@ def mirror(**changes: object) -> pa.Table:
         "j": '{"a":[1,2],"b":1}',
         "s": "red,green",
         "f": 3.14,
+        "g": geometry_json(LINE_WKB, None),  # Debezium writes SRID 0 as null
+        "p": '{"x":3.0,"y":4.0,"wkb":"' + base64.b64encode(POINT_WKB).decode() + '","srid":4326}',
     }
     row.update(changes)
     types = pa.schema(
@@ -66,9 +76,16 @@ def mirror(**changes: object) -> pa.Table:
             ("j", pa.string()),
             ("s", pa.string()),
             ("f", pa.float32()),
+            ("g", pa.string()),
+            ("p", pa.string()),
         ]
     )
     return pa.Table.from_pylist([row], schema=types)
+
+
+def geometry_json(wkb: bytes, srid: int | None) -> str:
+    """Debezium's Geometry struct as the mirror writes it: JSON text with base64 WKB."""
+    return json.dumps({"wkb": base64.b64encode(wkb).decode(), "srid": srid}, separators=(",", ":"))
 
 
 def _timestamp_type(value: object) -> pa.DataType:
@@ -95,6 +112,10 @@ def test_same_values_in_every_representation_match() -> None:
         ("j", '{"a": [2, 1], "b": 1}'),
         ("s", "red"),
         ("f", 3.1400003),  # the next float32
+        ("g", geometry_json(LINE_WKB, 4326)),  # another SRID
+        ("g", geometry_json(LINE_WKB[:-1] + b"\xc0", None)),  # last coordinate -2 instead of -1
+        ("g", base64.b64encode(LINE_WKB).decode()),  # the WKB without its struct
+        ("p", geometry_json(POINT_WKB, None)),  # the SRID lost
     ],
 )
 def test_a_different_value_differs(column: str, mirror_value: object) -> None:
@@ -107,6 +128,11 @@ def test_bits_as_big_endian_bytes_and_negative_time_with_fraction_match() -> Non
     table = mirror(t="-00:00:00.500000").set_column(1, "b", pa.array([b"\x0a\x01"], pa.binary()))
     source = source_row(t=-dt.timedelta(microseconds=500_000))
     assert compare_table("mirror.t", ["id"], COLUMNS, iter([source]), table).ok
+
+
+def test_geometry_srid_zero_and_null_are_the_same_and_a_null_geometry_matches_null() -> None:
+    table = mirror(g=geometry_json(LINE_WKB, 0), p=None)
+    assert compare_table("mirror.t", ["id"], COLUMNS, iter([source_row(p=None)]), table).ok
 
 
 def test_wrapped_unsigned_key_is_missing_and_extra() -> None:
