@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -202,7 +202,11 @@ class DeadLetterSettings(_Frozen):
 class SourceSettings(_Frozen):
     """Where change events come from."""
 
-    kind: Literal["kafka", "files"] = Field("files", description="kafka, or a folder of kcat -J JSON-lines files.")
+    kind: Literal["kafka", "files"] = Field(
+        "files",
+        description="kafka, or a folder of kcat -J JSON-lines files (source.path; without it the packaged "
+        "sample, for a local landing zone only). Default: kafka when bootstrap_servers is set, else files.",
+    )
     bootstrap_servers: str | None = None
     topics: str = Field(".*", description="Topic regex (Spark's subscribePattern).")
     starting_offsets: str = "earliest"
@@ -232,6 +236,28 @@ class SourceSettings(_Frozen):
     debezium_connectors: list[str] = Field(
         default_factory=list, description="The connectors to check there; empty: every registered connector."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_from_bootstrap_servers(cls, data: Any) -> Any:
+        """Bootstrap servers given anywhere (flag, environment, YAML) mean Kafka, unless ``kind`` says otherwise.
+
+        Before, only the ``--bootstrap-servers`` flag switched to Kafka: the same setting from the environment
+        or the YAML file left the file source on, which mirrored the packaged sample instead.
+        """
+        if isinstance(data, dict) and data.get("bootstrap_servers") and data.get("kind") is None:
+            return {**data, "kind": "kafka"}
+        return data
+
+    @model_validator(mode="after")
+    def _no_servers_for_files(self) -> SourceSettings:
+        if self.kind == "files" and self.bootstrap_servers:
+            msg = (
+                "source.kind is 'files' but source.bootstrap_servers is set: remove source.kind to read Kafka, "
+                "or the bootstrap servers to read kcat dumps"
+            )
+            raise ValueError(msg)
+        return self
 
     def resolved_kafka_options(self) -> dict[str, str]:
         """Kafka options with secret references resolved, prefixed ``kafka.`` for Spark's source."""

@@ -65,9 +65,16 @@ def check_before_spark(settings: ConnectorSettings) -> None:
         check_local_folder(landing_zone.url, "landing_zone.url")
     check_local_folder(settings.checkpoint, "checkpoint")
     check_metrics_port(settings.metrics.port)
+    source = settings.source
+    if is_remote(landing_zone.url) and source.kind == "files" and not source.path:
+        msg = (
+            f"no source is configured for the OneLake landing zone {landing_zone.url}: without "
+            "source.bootstrap_servers (--bootstrap-servers, CONNECTOR_SOURCE__BOOTSTRAP_SERVERS) or source.path, "
+            "run reads its packaged sample events, which belong in a local landing zone only"
+        )
+        raise ConfigError(msg)
     if is_remote(landing_zone.url):
         check_remote_landing_zone(landing_zone.url, landing_zone.credential)
-    source = settings.source
     if source.kind == "files":
         source_path(source)
         return

@@ -339,7 +339,31 @@ _LOSS = "[KAFKA_DATA_LOSS.{}] Some data may have been lost because they are not 
         ),
         (
             "INITIAL_OFFSET_NOT_FOUND_FOR_PARTITIONS] ... Cannot find initial offsets for partitions Set(t-0).",
-            "Set(t-0)",
+            "partitions t[0]:",
+        ),
+        # Spark prints a Scala Set of Kafka TopicPartitions ("<topic>-<partition>"); Debezium's topic names
+        # have dots, which the message used to be cut at: "Kafka data lost (HashSet(dbserver1)".
+        (
+            "INITIAL_OFFSET_NOT_FOUND_FOR_PARTITIONS] ... Reason:\nCannot find initial offsets for partitions "
+            "Set(dbserver1.public.orders-0, dbserver1.public.orders-1). They may have been deleted. SQLSTATE: 22000",
+            "partitions dbserver1.public.orders[0], dbserver1.public.orders[1]:",
+        ),
+        (
+            "PARTITIONS_DELETED] ... Reason:\nPartitions HashSet(dbserver1.public.orders-0, dbserver1.public.customers-0, "
+            "dbserver1.public.line-items-2, dbserver1.public.products-0, dbserver1.public.stock-0) have been deleted. "
+            "SQLSTATE: 22000",
+            "partitions dbserver1.public.orders[0], dbserver1.public.customers[0], dbserver1.public.line-items[2], "
+            "dbserver1.public.products[0], dbserver1.public.stock[0]:",
+        ),
+        (
+            "PARTITIONS_DELETED_AND_GROUP_ID_CONFIG_PRESENT] ... Reason:\nPartitions Set(db.inventory.t-3) have been "
+            "deleted.\nKafka option 'kafka.group.id' has been set on this query, it is",
+            "partitions db.inventory.t[3]:",
+        ),
+        (
+            "ADDED_PARTITION_DOES_NOT_START_FROM_OFFSET_ZERO] ... Reason:\nAdded partition db.public.t-4 starts from "
+            "7 instead of 0.",
+            "db.public.t[4]@7",
         ),
     ],
 )
@@ -360,3 +384,10 @@ def test_connector_error_raised_in_a_batch_is_one_line() -> None:
     assert isinstance(error, BatchFailed)
     assert str(error).startswith("cannot write /lz/t/_tmp_1.part (create): No space left on device")
     assert explain_query_failure("java.lang.OutOfMemoryError: Java heap space") is None
+
+
+def test_the_packaged_sample_is_refused_for_a_onelake_landing_zone(tmp_path: Path) -> None:
+    """No source configured and a OneLake URL: before, the run published the sample events into OneLake."""
+    url = "https://onelake.dfs.fabric.microsoft.com/Sales/Inventory.MountedRelationalDatabase/Files/LandingZone"
+    line = assert_one_error(connector(*run_args(tmp_path, "--landing-zone", url)), "packaged sample", url)
+    assert "source.bootstrap_servers" in line

@@ -22,6 +22,27 @@ def test_precedence_yaml_env_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert settings.trigger == "available-now"
 
 
+@pytest.mark.parametrize("where", ["yaml", "env"])
+def test_bootstrap_servers_set_anywhere_mean_kafka(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, only the --bootstrap-servers flag switched to Kafka: from YAML or the environment the run
+    kept the file source and mirrored the packaged sample instead."""
+    config = tmp_path / "c.yaml"
+    config.write_text("source:\n  bootstrap_servers: yaml:1\n" if where == "yaml" else "trigger: 5s\n")
+    monkeypatch.delenv("CONNECTOR_SOURCE__KIND", raising=False)
+    if where == "env":
+        monkeypatch.setenv("CONNECTOR_SOURCE__BOOTSTRAP_SERVERS", "env:2")
+    assert load_settings(str(config)).source.kind == "kafka"
+    monkeypatch.delenv("CONNECTOR_SOURCE__BOOTSTRAP_SERVERS", raising=False)
+    assert load_settings().source.kind == "files"  # nothing set: the file source (the sample)
+
+
+def test_files_with_bootstrap_servers_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("source:\n  kind: files\n  bootstrap_servers: k:9092\n")
+    with pytest.raises(ConfigError, match="source.kind is 'files' but source.bootstrap_servers is set"):
+        load_settings(str(config))
+
+
 def test_invalid_values_are_reported_by_key(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("trigger: sometimes\nmirror:\n  file_format: xlsx\n")
