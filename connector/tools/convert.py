@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import orjson
 
 from connector.config import CredentialKind, MirrorSettings, SourceSettings
 from connector.errors import DecodeError, LandingZoneCorrupt
@@ -78,10 +81,16 @@ def convert(
     source: SourceSettings | None = None,
     dead_letters: DeadLetterWriter | None = None,
 ) -> ConvertSummary:
-    """Convert dumps in batches of ``batch_size`` records; batch ids are the batch's index.
+    """Convert dumps in batches of ``batch_size`` records (a batch never spans two files); ids are the index.
 
     With a ``checkpoint``, running again over the same inputs publishes nothing twice (committed batch
-    ids are skipped). Without one, a temporary ledger is used and files continue after those present.
+    ids are skipped), and inputs given again in the same order followed by new dumps publish only the new
+    ones. The ledger records a digest of each batch's lines: a committed batch id whose lines differ (other
+    inputs, or another order) is refused rather than skipped. Without a checkpoint, a temporary ledger is
+    used and files continue after those present.
+
+    Raises:
+        LandingZoneCorrupt: a batch's lines differ from those the checkpoint published under its id.
     """
     summary = ConvertSummary()
     files = input_files(inputs)
@@ -100,6 +109,7 @@ def convert(
         if checkpoint:
             _refuse_lost_ledger(sink, checkpoint)
         for batch_id, (lines, positions) in enumerate(_line_batches(files, batch_size)):
+            _check_input(sink, batch_id, lines, positions, checkpoint or scratch)
             table = kcat_records_table(lines)
             if table is not None:
                 result = publish_records_table(sink, batch_id, table, columnar=columnar)
@@ -140,10 +150,14 @@ def _refuse_lost_ledger(sink: MirrorSink, checkpoint: str) -> None:
 
 
 def _line_batches(files: list[Path], batch_size: int) -> Iterator[tuple[list[bytes], list[tuple[Path, int]]]]:
-    """The dumps' non-blank lines in batches of ``batch_size``, with each line's file and line number."""
-    lines: list[bytes] = []
-    positions: list[tuple[Path, int]] = []
+    """The dumps' non-blank lines in batches of ``batch_size``, with each line's file and line number.
+
+    A batch never spans two files, so the batches of a file do not depend on the files after it: a later run
+    over the same files plus new ones finds the same batches first.
+    """
     for path in files:
+        lines: list[bytes] = []
+        positions: list[tuple[Path, int]] = []
         with path.open("rb") as stream:
             for number, line in enumerate(stream, start=1):
                 if len(line) < 8 and not line.strip():  # only short lines can be blank: skip the scan of long ones
@@ -153,8 +167,57 @@ def _line_batches(files: list[Path], batch_size: int) -> Iterator[tuple[list[byt
                 if len(lines) == batch_size:
                     yield lines, positions
                     lines, positions = [], []
-    if lines:
-        yield lines, positions
+        if lines:
+            yield lines, positions
+
+
+def _check_input(
+    sink: MirrorSink, batch_id: int, lines: list[bytes], positions: list[tuple[Path, int]], checkpoint: str
+) -> None:
+    """Record a new batch's lines (a digest) with its commit; refuse a committed batch id whose lines differ.
+
+    Before, a committed batch id was skipped whatever it held: a second ``convert --checkpoint`` with another
+    dump published nothing and exited 0.
+
+    Raises:
+        LandingZoneCorrupt: the checkpoint published other lines under ``batch_id``.
+    """
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line.rstrip(b"\r\n"))
+        digest.update(b"\n")
+    (first_file, first_line), (last_file, last_line) = positions[0], positions[-1]
+    identity = orjson.dumps(
+        {
+            "sha256": digest.hexdigest(),
+            "lines": len(lines),
+            "from": f"{first_file.name}:{first_line}",
+            "to": f"{last_file.name}:{last_line}",
+        }
+    ).decode()
+    state = sink.ledger.state
+    if batch_id > state.last_committed_batch:
+        sink.expect_source(batch_id, (identity,), checkpoint)  # a new batch: its digest is committed with it
+        return
+    recorded = state.source(batch_id)
+    if recorded is None:
+        return  # published before convert recorded its inputs (or beyond the kept history): skipped as before
+    published = orjson.loads(recorded.offsets[0]) if recorded.offsets else {}
+    if isinstance(published, dict) and published.get("sha256") == digest.hexdigest():
+        return
+    was = (
+        f"{published.get('lines')} lines from {published.get('from')} to {published.get('to')}"
+        if isinstance(published, dict) and "sha256" in published
+        else f"source offsets {' '.join(recorded.offsets)}"
+    )
+    msg = (
+        f"checkpoint {checkpoint} published batch {batch_id} from other input ({was}) than this run's batch "
+        f"{batch_id} ({len(lines)} lines from {first_file}:{first_line} to {last_file}:{last_line}): a checkpoint "
+        "follows one ordered list of dumps; give the dumps it converted again, in the same order, followed by "
+        "the new ones (only those are published), or convert the new dumps without --checkpoint (appended after "
+        "the files present)"
+    )
+    raise LandingZoneCorrupt(msg)
 
 
 def _records(lines: list[bytes], positions: list[tuple[Path, int]], summary: ConvertSummary) -> Iterator[KafkaRecord]:

@@ -81,6 +81,39 @@ def test_convert_validate_replay_equals_source(
     assert (tmp_path / "out" / "public.schema" / "customers.parquet").exists()
 
 
+def test_a_checkpoint_takes_new_dumps_after_the_ones_it_converted_and_refuses_other_input(
+    tmp_path: Path, landing: Landing, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, batch ids were only positions: a second dump with the same checkpoint published nothing, exit 0."""
+    workload = Workload("shop", partitions=1, seed=5)
+    records = by_partition(workload.records(600))
+    first = write_dump(tmp_path / "0001.jsonl", records[:250])
+    second = write_dump(tmp_path / "0002.jsonl", records[250:])
+    lz, cp = landing.url, str(tmp_path / "cp")
+
+    def convert_cli(*dumps: Path) -> int:
+        inputs = [arg for dump in dumps for arg in ("--input", str(dump))]
+        return main(["convert", *inputs, "--landing-zone", lz, "--checkpoint", cp, "--batch-size", "100"])
+
+    assert convert_cli(first) == 0
+    files = data_files(landing)
+    capsys.readouterr()
+    # Only the second dump: its batch 0 is not the batch 0 the checkpoint published.
+    assert convert_cli(second) == 2
+    err = capsys.readouterr().err
+    assert f"checkpoint {cp} published batch 0 from other input (100 lines from 0001.jsonl:1 to 0001.jsonl:100)" in err
+    assert "0002.jsonl:1" in err and "without --checkpoint" in err
+    assert data_files(landing) == files  # nothing published
+    # The converted dump again, then the new one: only the new one is published, and the mirror is whole.
+    assert convert_cli(first, second) == 0
+    assert f"records={len(records) - 250} " in capsys.readouterr().out
+    assert replayed_rows(replay_landing_zone(landing.storage)) == workload.expected()
+    # Everything again: nothing twice.
+    published = data_files(landing)
+    assert convert_cli(first, second) == 0
+    assert data_files(landing) == published
+
+
 def test_bad_input_names_position_stops_one_table_and_keeps_the_rest(
     tmp_path: Path, landing: Landing, capsys: pytest.CaptureFixture[str]
 ) -> None:
