@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, get_args
@@ -196,6 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader of our output went away (``replay --show 5 | head``): nothing left to say, no traceback.
+        # Python would report the pipe again when it flushes stdout at exit, so stdout goes to /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _drop_callback_failures(record: logging.LogRecord) -> bool:
@@ -355,8 +361,7 @@ def _check_credential(url: str, kind: CredentialKind) -> None:
     try:
         build_credential(CredentialConfig(kind=kind)).close()
     except ValueError as exc:
-        msg = f"--credential {kind}: {exc}"
-        raise ConfigError(msg) from None
+        raise ConfigError(str(exc)) from None
 
 
 def _open_landing_zone(url: str, credential: CredentialKind = "default") -> Storage:

@@ -109,6 +109,11 @@ class WriterFenced(ConnectorError):
         return f"{self.location}: {self.reason}"
 
 
+def rebuild_hint(table_id: str) -> str:
+    """How to recover a table that must start over, as every stop message says it."""
+    return f"rebuild the table (python -m connector rebuild {table_id})"
+
+
 class BulkDeclined(Exception):  # noqa: N818 - not an error: a routing signal
     """The columnar lane leaves a topic's records to the record path, which handles them (not an error).
 

@@ -24,7 +24,7 @@ from connector.debezium.types import (
     to_arrow,
     type_name,
 )
-from connector.errors import TableStopped
+from connector.errors import TableStopped, rebuild_hint
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord
 from connector.landing.rowmarker import Row
 
@@ -87,8 +87,8 @@ class TableBatch:
                 raise TableStopped(
                     self.table_id,
                     f"{record.position}: column {name!r} changed type from {type_name(known.arrow)} to "
-                    f"{type_name(ctype.arrow)}; open mirroring cannot change a column type: drop the table "
-                    "folder and reload the table (re-snapshot) to recover",
+                    f"{type_name(ctype.arrow)}; open mirroring cannot change a column type: "
+                    f"{rebuild_hint(self.table_id)}",
                 )
         self._last_schema = schema
 

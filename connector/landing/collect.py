@@ -21,7 +21,7 @@ from connector.config import TableSettings, parse_precision_scale
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, Noise
 from connector.debezium.types import ConversionError, type_policy
-from connector.errors import DecodeError, TableStopped
+from connector.errors import DecodeError, TableStopped, rebuild_hint
 from connector.events import KafkaRecord, Op
 from connector.landing.batching import DeclaredDecimal, TableBatch
 from connector.landing.deadletter import DeadLetter, poison_policy
@@ -255,7 +255,8 @@ class SliceCollector:
         raise TableStopped(
             tid,
             f"{event.record.position}: the source table was truncated and open mirroring has no truncate marker; "
-            "set truncate_policy to 'recreate' (drops and recreates the folder) or 'ignore', or reload the table",
+            "set truncate_policy to 'recreate' (drops and recreates the folder) or 'ignore', then "
+            f"{rebuild_hint(tid)}",
         )
 
     def _key_columns(self, tid: str, event: ChangeEvent, settings: TableSettings) -> tuple[str, ...]:
@@ -309,8 +310,7 @@ def _key_changed(batch: TableBatch, event: ChangeEvent) -> None:
         raise TableStopped(
             batch.table_id,
             f"{event.record.position}: key columns changed from {list(batch.key_columns)} to "
-            f"{list(event.key_fields)}; keyColumns can never change: rebuild the table "
-            "(python -m connector rebuild TABLE)",
+            f"{list(event.key_fields)}; keyColumns can never change: {rebuild_hint(batch.table_id)}",
         )
 
 

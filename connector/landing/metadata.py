@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from connector.errors import TableStopped
+from connector.errors import TableStopped, rebuild_hint
 from connector.landing.layout import METADATA_FILE, PARTNER_EVENTS_FILE, TableRef
 from connector.storage.base import Storage, join
 
@@ -67,9 +67,7 @@ def ensure_table_metadata(storage: Storage, table: TableRef, content: dict[str, 
     try:
         have, want = _effective(existing), _effective(content)
     except _Ambiguous as exc:
-        msg = (
-            f"{where} {exc}; a _metadata.json must say one thing: rebuild the table (python -m connector rebuild TABLE)"
-        )
+        msg = f"{where} {exc}; a _metadata.json must say one thing: {rebuild_hint(table.id)}"
         raise TableStopped(table.id, msg) from None
     names = {**_names(content), **_names(existing)}
     existing_keys, new_keys = have.get("keycolumns"), want.get("keycolumns")
@@ -77,7 +75,7 @@ def ensure_table_metadata(storage: Storage, table: TableRef, content: dict[str, 
         raise TableStopped(
             table.id,
             f"{where} declares {names.get('keycolumns', 'keyColumns')} {existing_keys}, but the source key is "
-            f"{new_keys}; keyColumns can never change: rebuild the table (python -m connector rebuild TABLE)",
+            f"{new_keys}; keyColumns can never change: {rebuild_hint(table.id)}",
         )
     keys = sorted(key for key in have.keys() | want.keys() if have.get(key, _ABSENT) != want.get(key, _ABSENT))
     if "fileformat" in keys:
@@ -92,8 +90,7 @@ def ensure_table_metadata(storage: Storage, table: TableRef, content: dict[str, 
         raise TableStopped(
             table.id,
             f"{where} differs from the table this connector writes ({'; '.join(differences)}); _metadata.json is "
-            "written once and a mirrored table cannot change format, schema or settings: rebuild the table "
-            "(python -m connector rebuild TABLE)",
+            f"written once and a mirrored table cannot change format, schema or settings: {rebuild_hint(table.id)}",
         )
     return False
 

@@ -8,7 +8,7 @@ gap or a duplicate number. What was checked is kept only once the batch that che
 
 from __future__ import annotations
 
-from connector.errors import LandingZoneCorrupt
+from connector.errors import LandingZoneCorrupt, rebuild_hint
 from connector.landing.layout import TableRef
 from connector.landing.ledger import TableState
 from connector.landing.publisher import highest_number
@@ -86,7 +86,6 @@ def check_no_gap(landing: Storage, ref: TableRef, known: TableState, highest: in
         f"{landing.url}/{ref.folder}: the ledger published files up to number "
         f"{known.next_number - 1}, but {found} (also counting _ProcessedFiles and _FilesReadyToDelete): "
         "files were deleted outside the connector or the landing zone was restored from an older copy, "
-        "and the next file would leave a gap; to recover, rebuild the table "
-        "(python -m connector rebuild TABLE)"
+        f"and the next file would leave a gap; to recover, {rebuild_hint(ref.id)}"
     )
     raise LandingZoneCorrupt(msg)

@@ -50,7 +50,8 @@ class TableStager:
         table = rows.table
         assert table is not None  # noqa: S101 - callers pass tables with rows
         data_schema = pa.schema([f for f in table.schema if f.name != ROW_MARKER_COLUMN])
-        merged = merge_schema(ref.id, established, data_schema)
+        topic, partition, offset = rows.first
+        merged = merge_schema(ref.id, established, data_schema, f"{topic}[{partition}]@{offset}: " if topic else "")
         # ``omit_row_marker_for_snapshot``: only a table's first, snapshot-only Parquet files; never after one had it.
         omit_marker = (
             self.mirror.omit_row_marker_for_snapshot

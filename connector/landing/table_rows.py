@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from connector.debezium.types import type_name
-from connector.errors import TableStopped
+from connector.errors import TableStopped, rebuild_hint
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing.batch_result import BatchResult
 from connector.landing.layout import TableRef
-from connector.landing.ordering import position_order
+from connector.landing.ordering import Position, position_order
 from connector.landing.pieces import Collected, TablePiece
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ class TableRows:
     snapshot_only: bool
     max_source_ts_ms: int | None
     connector: str | None
+    first: Position = ("", 0, 0)  # the batch's first record of the table, for messages
 
     def __len__(self) -> int:
         return 0 if self.table is None else self.table.num_rows
@@ -95,7 +96,7 @@ def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatc
     return MergedBatch(tables, recreate, refs, topics)
 
 
-def merge_schema(tid: str, established: pa.Schema | None, batch: pa.Schema) -> pa.Schema:
+def merge_schema(tid: str, established: pa.Schema | None, batch: pa.Schema, where: str = "") -> pa.Schema:
     """Union of columns; a column whose type changed stops the table (mirroring would stop it too)."""
     if established is None:
         return batch
@@ -108,8 +109,8 @@ def merge_schema(tid: str, established: pa.Schema | None, batch: pa.Schema) -> p
         elif old.type != new.type:
             raise TableStopped(
                 tid,
-                f"column {new.name!r} changed type from {type_name(old.type)} to {type_name(new.type)}; open "
-                "mirroring stops a table on a type change: rebuild it (python -m connector rebuild TABLE)",
+                f"{where}column {new.name!r} changed type from {type_name(old.type)} to {type_name(new.type)}; "
+                f"open mirroring stops a table on a type change: {rebuild_hint(tid)}",
             )
     return pa.schema(fields)
 
@@ -121,7 +122,7 @@ def join_pieces(tid: str, pieces: list[TablePiece]) -> TableRows:
         raise TableStopped(
             tid,
             f"key columns differ within the batch ({sorted(list(k) for k in keys)}); keyColumns can never change: "
-            "rebuild the table (python -m connector rebuild TABLE)",
+            f"{rebuild_hint(tid)}",
         )
     arrows = [p.table for p in pieces if p.table is not None and p.table.num_rows]
     table: pa.Table | None = arrows[0] if arrows else None
@@ -137,6 +138,7 @@ def join_pieces(tid: str, pieces: list[TablePiece]) -> TableRows:
             table = table.select(order)
     with_rows = [p for p in pieces if p.rows]
     return TableRows(
+        first=pieces[0].first,
         ref=pieces[0].ref,
         key_columns=next(iter(keys)) if keys else pieces[0].key_columns,
         table=table,

@@ -441,6 +441,9 @@ def test_type_change_stops_that_table_with_column_and_types(zone: Zone) -> None:
     result = sink.process_batch(1, [t.record("c", None, {**row(2), "name": 5}), other.record("c", None, row(3))])
     reason = result.stopped["public.customers"]
     assert "'name'" in reason and "string" in reason and "int64" in reason
+    # Where, and the command that recovers this very table (it said `rebuild TABLE`, without a position).
+    assert reason.startswith("dbserver1.public.customers[0]@"), reason
+    assert reason.endswith("rebuild the table (python -m connector rebuild public.customers)"), reason
     assert zone.markers("public.schema/orders") == [(3, 0)]
     assert len(zone.table_files()) == 1
 

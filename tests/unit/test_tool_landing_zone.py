@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from connector.kcat import kcat_line
 from tests.support.kafka import REPO_ROOT
+from tests.support.model import Workload
 
 SAMPLE = REPO_ROOT / "connector" / "sample"
 ONELAKE_URL = "https://onelake.dfs.fabric.microsoft.com/Sales/Inventory.MountedRelationalDatabase/Files/LandingZone"
@@ -105,3 +107,23 @@ def test_the_credential_flag_wins_over_the_config(tmp_path: Path) -> None:
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 2, result.stderr
     assert len(errors) == 1 and "client_certificate" in errors[0], result.stderr
+
+
+def test_replay_into_a_pipe_closed_early_ends_without_a_traceback(tmp_path: Path) -> None:
+    """``replay --show N | head``: before, a BrokenPipeError traceback ended the output."""
+    dump = tmp_path / "big.jsonl"
+    dump.write_bytes(b"".join(kcat_line(r) for r in Workload("shop", partitions=1, seed=1).records(20_000)))
+    assert connector("convert", "--input", str(dump), "--landing-zone", "lz", cwd=tmp_path).returncode == 0
+    process = subprocess.Popen(
+        [sys.executable, "-m", "connector", "replay", "lz", "--output", "out", "--show", "20000"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b"public.customers: ")
+    process.stdout.close()  # as `head -1` does
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=HANG_GUARD_S) == 1
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
