@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from connector.stream.source import SAMPLE_EVENTS
 from tests.support.dfs_server import OTHER_IDENTITY_VARIABLES, DfsTestServer, managed_identity_environment
 from tests.support.kafka import REPO_ROOT
 from tests.support.landing import WORKSPACE, unique_item_root
@@ -28,7 +29,10 @@ HANG_GUARD_S = 300
 def run(
     server: DfsTestServer, landing_zone: str, tmp_path: Path, credential: str = "managed_identity"
 ) -> tuple[int, list[str], str]:
-    """``python -m connector run`` of the embedded sample into ``landing_zone``; (exit code, error lines, stderr)."""
+    """``python -m connector run`` of the packaged sample into ``landing_zone``; (exit code, error lines, stderr).
+
+    The sample's folder is named as ``--source-path``: left implicit, it is refused for a OneLake landing zone.
+    """
     environment = {
         k: v for k, v in os.environ.items() if not k.startswith("CONNECTOR_") and k not in OTHER_IDENTITY_VARIABLES
     }
@@ -45,6 +49,8 @@ def run(
         landing_zone,
         "--checkpoint",
         str(tmp_path / "ckpt"),
+        "--source-path",
+        str(SAMPLE_EVENTS),
     ]
     result = subprocess.run(
         [sys.executable, "-m", "connector", *args],
