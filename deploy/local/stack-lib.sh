@@ -68,6 +68,31 @@ env_set() {
   mv "$tmp" "$ENV_FILE"
 }
 
+# A state dir holds one source's stack. `up` records its kind in stack.env (SOURCE=postgres | mariadb); a state
+# dir from before that record is known by its database folder (postgres/ or mariadb/). Empty: no stack yet.
+state_source() {
+  local kind
+  kind=$(env_get SOURCE)
+  if [[ -z $kind ]]; then
+    if [[ -d $STATE_DIR/mariadb ]]; then
+      kind=mariadb
+    elif [[ -d $STATE_DIR/postgres ]]; then
+      kind=postgres
+    fi
+  fi
+  echo "$kind"
+}
+
+# require_source KIND: refuse (exit 1, one message) a state dir that holds the other source's stack.
+require_source() {
+  local held suggest=$REPO_ROOT/.state
+  held=$(state_source)
+  [[ -z $held || $held == "$1" ]] && return 0
+  [[ $1 != mariadb ]] || suggest=$REPO_ROOT/.state-mariadb
+  [[ $suggest != "$STATE_DIR" ]] || suggest=$REPO_ROOT/.state-$1
+  die "STATE_DIR $STATE_DIR holds the $held stack, and a state dir holds one source's stack: for $1 set another STATE_DIR (e.g. STATE_DIR=$suggest), or stop the $held stack (STATE_DIR=$STATE_DIR deploy/local/stack.sh down) and delete $STATE_DIR"
+}
+
 # Is $1 a live process whose command line contains $2 (guards against pid reuse)?
 pid_matches() {
   local pid=$1 needle=$2 cmdline

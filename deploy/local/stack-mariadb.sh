@@ -50,9 +50,13 @@
 # (default 100, kept in stack.env) so tests can interleave writes with a multi-chunk snapshot.
 #
 # Everything except the `up` lines goes to stderr. State (data, configs, logs, pid files) lives under
-# $STATE_DIR (default <repo>/.state-mariadb): mariadb/, kafka/, connect/, registry/ (avro), stack.env.
+# $STATE_DIR: mariadb/, kafka/, connect/, registry/ (avro), stack.env. Its default is <repo>/.state-mariadb when
+# this script runs directly; `stack.sh up --source mariadb` passes stack.sh's STATE_DIR (default <repo>/.state),
+# so set STATE_DIR=<repo>/.state-mariadb there to get the same folder. A state dir holds one source's stack:
+# `up` records SOURCE=mariadb in stack.env, and every command (here or through stack.sh) on a state dir holding
+# the Postgres stack exits 1 with one message saying so.
 #
-# Environment (defaults): STATE_DIR (<repo>/.state-mariadb), JARS_DIR (<repo>/.cache/jars), MARIADB_USER
+# Environment (defaults): STATE_DIR (<repo>/.state-mariadb run directly, <repo>/.state through stack.sh), JARS_DIR (<repo>/.cache/jars), MARIADB_USER
 # (mirror), MARIADB_DB (mirror), MARIADB_PORT / CONNECT_PORT (free ones, kept across restarts),
 # MARIADB_OS_USER (mysql; the account MariaDB runs as when this script runs as root), TOPIC_PREFIX
 # (mariadb1), CONNECTOR_NAME (mirror-source-mariadb), INCREMENTAL_SNAPSHOT_CHUNK_SIZE (100), CONNECT_HEAP (768m), CONNECT_OFFSET_FLUSH_MS (10000),
@@ -377,6 +381,7 @@ cmd_up() {
   command -v curl >/dev/null || die "curl is required"
   command -v "$PYTHON" >/dev/null || die "$PYTHON is required"
   mkdir -p "$STATE_DIR"
+  env_set SOURCE mariadb
 
   db_start
   if [[ -n $init_sql ]]; then
@@ -464,6 +469,7 @@ cmd_sql() {
 }
 
 main() {
+  case ${1:-} in -h | --help | help | "") ;; *) require_source mariadb ;; esac
   case ${1:-} in
     up) shift; cmd_up "$@" ;;
     down) cmd_down ;;

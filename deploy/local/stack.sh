@@ -25,9 +25,15 @@
 #       Apicurio's AvroConverter (jar set connect-avro) set on the connector, in Confluent-compatible
 #       mode: key and value are magic byte 0 + 4-byte big-endian schema id + Avro binary, the id is the
 #       one schema.registry.url/schemas/ids/ID resolves; subjects are TOPIC-key / TOPIC-value.
-#   stack.sh up --source mariadb [--init-sql FILE]
+#   stack.sh up --source mariadb [--init-sql FILE] [--avro | --converter json|avro]
 #       the MariaDB stack instead (deploy/local/stack-mariadb.sh; it prints mariadb=mysql://... in place of
-#       postgres=); every later command on that STATE_DIR goes to stack-mariadb.sh too
+#       postgres=) in the same $STATE_DIR; every later command on that STATE_DIR goes to stack-mariadb.sh too
+#       (its `sql` command included)
+#
+# A state dir holds one source's stack: `up` records the source in stack.env (SOURCE=postgres|mariadb), and
+# `up` for the other source on it exits 1 with one message saying so (it would otherwise reuse the first
+# stack's Kafka Connect state, e.g. skip --init-sql). Give each source its own STATE_DIR, e.g. the default
+# <repo>/.state for Postgres and STATE_DIR=<repo>/.state-mariadb (stack-mariadb.sh's own default) for MariaDB.
 #   stack.sh register-connector NAME PREFIX json|avro
 #       register one more Debezium connector on the running stack (same database and schemas, its own
 #       replication slot, publication and topic prefix PREFIX), e.g. an Avro twin of a JSON connector
@@ -49,7 +55,7 @@
 # is INCREMENTAL_SNAPSHOT_CHUNK_SIZE (default 100, kept in stack.env) so tests can interleave writes.
 #
 # Everything except those lines goes to stderr. State (data, configs, logs, pid files) lives under
-# $STATE_DIR (default <repo>/.state): postgres/, kafka/, connect/, registry/, stack.env.
+# $STATE_DIR (default <repo>/.state, whichever --source): postgres/, kafka/, connect/, registry/, stack.env.
 #
 # Environment (defaults): STATE_DIR (<repo>/.state), JARS_DIR (<repo>/.cache/jars), PG_USER (mirror),
 # PG_DB (mirror), PG_PORT / CONNECT_PORT (free ones, kept across restarts), PG_OS_USER (postgres; the
@@ -295,6 +301,8 @@ config = {
     "schema.include.list": "$schemas",
     "snapshot.mode": "initial",
     "tombstones.on.delete": "true",
+    # Debezium's default `t` drops TRUNCATE, leaving the truncated rows in the mirror.
+    "skipped.operations": "none",
     "decimal.handling.mode": "precise",
     "time.precision.mode": "adaptive_time_microseconds",
     "heartbeat.interval.ms": "10000",
@@ -367,6 +375,7 @@ cmd_up() {
   command -v curl >/dev/null || die "curl is required"
   command -v "$PYTHON" >/dev/null || die "$PYTHON is required"
   mkdir -p "$STATE_DIR"
+  env_set SOURCE postgres
   env_set SCHEMAS "$schemas"
 
   pg_start
@@ -492,13 +501,15 @@ cmd_env() {
   print_env
 }
 
-# `up --source mariadb`, and any command on a state dir the MariaDB stack made, run stack-mariadb.sh.
+# `up --source mariadb`, and any command on a state dir the MariaDB stack made, run stack-mariadb.sh. `up` on a
+# state dir that holds the other source's stack is refused (require_source in stack-lib.sh).
 delegate_source() {
   local -a rest=()
-  local source=postgres
-  [[ -f $STATE_DIR/mariadb/my.cnf ]] && source=mariadb
+  local source
+  source=$(state_source)
   if [[ ${1:-} == up ]]; then
     rest=(up)
+    source=postgres
     shift
     while [[ $# -gt 0 ]]; do
       case $1 in
@@ -510,9 +521,12 @@ delegate_source() {
   else
     rest=("$@")
   fi
-  case $source in
-    postgres) return 0 ;;
-    mariadb | mysql) exec env STATE_DIR="$STATE_DIR" bash "$SCRIPT_DIR/stack-mariadb.sh" "${rest[@]}" ;;
+  case ${source:-postgres} in
+    postgres | postgresql) require_source postgres ;;
+    mariadb | mysql)
+      require_source mariadb
+      exec env STATE_DIR="$STATE_DIR" bash "$SCRIPT_DIR/stack-mariadb.sh" "${rest[@]}"
+      ;;
     *) die "--source is postgres or mariadb, got '$source'" ;;
   esac
 }
