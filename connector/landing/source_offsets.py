@@ -10,11 +10,12 @@ offsets, and every disagreement is refused with what each side says and how to r
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 
-from connector.errors import LandingZoneCorrupt
+from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.landing.ledger import BatchSource, LedgerState
 
 RECOVERY = (
@@ -24,6 +25,73 @@ RECOVERY = (
     "(Kafka source) run once with `run --resume-from-ledger`, which moves the Spark checkpoint aside and starts "
     "a new one from the Kafka offsets the ledger's last published batch ended at"
 )
+
+
+OTHER_SOURCE_RECOVERY = (
+    "Give this source its own checkpoint folder (--checkpoint) and its own landing zone (--landing-zone), or "
+    "start over with an emptied checkpoint folder and an emptied landing zone"
+)
+
+
+def check_source(spark_offsets: tuple[str, ...], batch_id: int, kind: str, topics: str, where: str) -> None:
+    """Before Spark starts: Spark's last offsets entry must come from the source this run reads.
+
+    Spark resumes a query from its offsets log and cannot read one source's offsets with another: a file
+    source's ``{"logOffset":1}`` given to the Kafka source fails inside Spark, and Kafka offsets of topics the
+    pattern no longer matches (another broker's, another database's) end in a misleading data-loss error.
+    When some of the topics still match, the pattern was changed: that is not refused here (Spark itself
+    stops, failOnDataLoss, when a partition it read leaves the subscription).
+
+    Args:
+        spark_offsets: The offsets lines of Spark's latest offsets log entry.
+        batch_id: That entry's batch id, for messages.
+        kind: ``source.kind`` of this run (``kafka`` or ``files``).
+        topics: ``source.topics`` (Spark's subscribePattern: the whole topic name must match).
+        where: The Spark checkpoint folder, for messages.
+
+    Raises:
+        ConfigError: the checkpoint was written by the other kind of source, or for none of these topics.
+    """
+    ends = kafka_offsets(spark_offsets)
+    written_by = "kafka" if ends is not None else "files" if _is_file_source(spark_offsets) else None
+    if written_by is None:
+        return  # not a log this connector's sources write: verify_ledger and Spark judge it
+    logged = f"its offsets log for batch {batch_id}"
+    if written_by != kind:
+        if ends is not None:
+            was = f"the Kafka source ({logged}: topics {_topic_list(ends)})"
+        else:
+            was = f"the file source ({logged}: {' '.join(spark_offsets)})"
+        reads = "Kafka (source.kind: kafka)" if kind == "kafka" else "kcat files (source.kind: files)"
+        msg = (
+            f"Spark's checkpoint {where} was written by {was}, but this run reads {reads}: Spark cannot resume "
+            f"one source from the other's offsets, and this checkpoint belongs to another source. "
+            f"{OTHER_SOURCE_RECOVERY}"
+        )
+        raise ConfigError(msg)
+    if not ends:
+        return
+    try:
+        pattern = re.compile(topics)
+    except re.error:
+        return  # a Java-only regex: Spark judges it
+    if not any(pattern.fullmatch(topic) for topic in ends):
+        msg = (
+            f"Spark's checkpoint {where} was written for the Kafka topics {_topic_list(ends)} ({logged}), none "
+            f"of which matches source.topics {topics!r}: this checkpoint belongs to another source (another "
+            f"broker, database or topic set), whose topics Spark would report as deleted. {OTHER_SOURCE_RECOVERY}"
+        )
+        raise ConfigError(msg)
+
+
+def _is_file_source(lines: tuple[str, ...]) -> bool:
+    return bool(lines) and all(isinstance(p := _parsed(line), dict) and "logOffset" in p for line in lines)
+
+
+def _topic_list(ends: dict[str, dict[str, int]], shown: int = 5) -> str:
+    names = sorted(ends)
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def same_offsets(ours: tuple[str, ...], theirs: tuple[str, ...]) -> bool:

@@ -222,6 +222,11 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
         msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
         raise ConfigError(msg)
     check_before_spark(settings)
+    checkpoint = Path(settings.checkpoint)
+    spark_checkpoint = SparkCheckpoint(checkpoint / "spark")
+    # A checkpoint another source wrote (the file source's, another broker's or database's topics) fails
+    # inside Spark, or as a misleading data-loss error: refused first, read-only, before the landing zone.
+    spark_checkpoint.verify_source(settings.source)
     check_debezium_settings(settings)
     health = metrics.HealthState(stall_after_s=settings.metrics.stall_after_s)
     if settings.metrics.port:
@@ -230,7 +235,6 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     # An incomplete fabric_status section fails here; reading Fabric's status later never stops the job.
     fabric_status = FabricStatusPoller.open(settings)
     landing = open_storage(settings.landing_zone.url, settings.landing_zone.credential)
-    checkpoint = Path(settings.checkpoint)
     # One writer per checkpoint and landing zone, held until exit: taken before the ledger is read or the
     # start-up clean-up runs, so a second instance is refused before it can delete our uploads.
     fence = WriterFence(landing, open_storage(str(checkpoint))).hold_until_exit()
@@ -252,7 +256,6 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     sink.advance_rebuilds()  # a rebuild requested while the connector was down starts before the first batch
     # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
     # Spark reuse batch ids the ledger calls published (silent loss), so they must agree before Spark starts.
-    spark_checkpoint = SparkCheckpoint(checkpoint / "spark")
     if resume_from_ledger_offsets:
         resume_from_ledger(sink.ledger, spark_checkpoint)
     spark_checkpoint.verify_ledger(sink.ledger.state)

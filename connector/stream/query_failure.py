@@ -54,6 +54,10 @@ _DATA_LOSS_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"Added partition (?P<tp>\S+) starts from (?P<offset>\d+)"), "added"),
 )
+# INITIAL_OFFSET_NOT_FOUND_FOR_PARTITIONS and PARTITIONS_DELETED print a Scala Set of TopicPartitions,
+# "Set(a-0)" or, past four, "HashSet(a-0, b-1, ...)"; topic names hold dots and dashes but never a parenthesis
+# or a comma (Kafka allows only [a-zA-Z0-9._-]).
+_PARTITIONS = re.compile(r"(?:Cannot find initial offsets for partitions|Partitions) (?P<set>\w*Set\([^()]*\))")
 _DATA_LOSS_MARKERS = ("KAFKA_DATA_LOSS", "Some data may have been lost", "OffsetOutOfRangeException")
 _AUTH_MARKERS = ("SaslAuthenticationException", "AuthenticationException", "SslAuthenticationException")
 # A connector exception at the end of a Python traceback inside the JVM text:
@@ -95,9 +99,16 @@ def _data_loss_message(text: str) -> str:
         else:
             detail = "the offset is no longer in the log"
         return f"Kafka data lost at {where}: {detail} (aged out by retention, or deleted). {_RECOVERY}"
-    partitions = re.search(r"(?:Cannot find initial offsets for partitions|Partitions) (\S.*?)(?: have been|\.)", text)
-    where = f" ({partitions[1]})" if partitions else ""
+    partitions = _PARTITIONS.search(text)
+    where = f" (partitions {_partition_list(partitions['set'])})" if partitions else ""
     return f"Kafka data lost{where}: records the checkpoint has yet to read are gone from Kafka. {_RECOVERY}"
+
+
+def _partition_list(scala_set: str) -> str:
+    """``HashSet(db.public.a-0, db.public.b-1)`` → ``db.public.a[0], db.public.b[1]``."""
+    inner = scala_set[scala_set.index("(") + 1 : -1]
+    names = [_split_topic_partition(part.strip()) for part in inner.split(",") if part.strip()]
+    return ", ".join(f"{topic}[{partition}]" for topic, partition in names)
 
 
 def _split_topic_partition(text: str) -> tuple[str, str]:

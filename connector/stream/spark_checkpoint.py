@@ -8,10 +8,14 @@ reads them, to check them against its ledger (``connector.landing.source_offsets
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from connector.errors import LandingZoneCorrupt
 from connector.landing.ledger import LedgerState
-from connector.landing.source_offsets import check_start
+from connector.landing.source_offsets import check_source, check_start
+
+if TYPE_CHECKING:
+    from connector.config import SourceSettings
 
 
 class SparkCheckpoint:
@@ -48,6 +52,20 @@ class SparkCheckpoint:
         last = state.last_committed_batch
         offsets = self.offsets(last) if last >= 0 else None
         check_start(state, offsets, self.last_committed(), str(self.folder))
+
+    def verify_source(self, source: SourceSettings) -> None:
+        """Refuse to start when Spark's latest offsets entry comes from another source than ``source``.
+
+        Raises:
+            ConfigError: written by the other kind of source (files, Kafka), or for none of the topics
+                ``source.topics`` matches; the message says which and what to do.
+        """
+        batch_id = max((int(p.name) for p in _entries(self.folder / "offsets")), default=None)
+        if batch_id is None:
+            return
+        offsets = self.offsets(batch_id)
+        if offsets is not None:
+            check_source(offsets, batch_id, source.kind, source.topics, str(self.folder))
 
     def last_committed(self) -> int | None:
         """The highest batch id in Spark's commit log, ``None`` when it has none."""

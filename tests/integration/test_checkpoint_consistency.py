@@ -11,6 +11,7 @@ ends in an exact mirror.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import orjson
 import pytest
 
 from connector.storage import LocalStorage
+from connector.stream.spark_checkpoint import SparkCheckpoint
 from tests.integration.test_stream_kafka import assert_mirror_equals, connector_args, file_digests, prepare
 from tests.support.kafka import produce, run_connector
 
@@ -122,3 +124,83 @@ def test_resume_from_ledger_after_a_deleted_spark_checkpoint_gives_an_exact_mirr
     again = run_connector(*args)
     assert again.returncode == 0, again.stderr[-4000:]
     assert_mirror_equals(landing, workload)
+
+
+# --- a checkpoint another source wrote ---------------------------------------------------------------------
+
+
+def tree_digests(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``folder`` (hidden and lock files too), by relative path."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def assert_other_source(result: subprocess.CompletedProcess[str], *expected: str) -> str:
+    """Exit 2, one ``error:`` line naming both sources and what to do, before Spark started."""
+    assert result.returncode == 2, result.stderr[-4000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr[-4000:]
+    for text in (*expected, "belongs to another source", "its own checkpoint folder (--checkpoint)", "emptied"):
+        assert text in errors[0], errors[0]
+    assert "Traceback" not in result.stderr
+    assert "SparkContext" not in result.stderr and "at org.apache" not in result.stderr  # Spark never started
+    return errors[0]
+
+
+def test_a_file_source_checkpoint_given_to_kafka_is_refused_before_spark(
+    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Quick start, then "Against Kafka" with the same ./checkpoint: Spark used to fail on the file source's
+    offsets (``Expected e.g. {"topicA":...}, got {"logOffset":1}``) with a Python traceback and exit 1."""
+    prefix = "ckptfilesthenkafka"
+    prepare(make_topic, kafka_bootstrap, prefix, 50)
+    args = connector_args(kafka_bootstrap, prefix, tmp_path)
+    files_run = [a for a in args if a not in {"--bootstrap-servers", kafka_bootstrap}]
+    del files_run[files_run.index("--topics") : files_run.index("--topics") + 2]
+    first = run_connector(*files_run)  # the embedded sample
+    assert first.returncode == 0, first.stderr[-4000:]
+    assert '"logOffset"' in (tmp_path / "cp" / "spark" / "offsets" / "0").read_text()
+    before = tree_digests(tmp_path)
+
+    message = assert_other_source(
+        run_connector(*args), "was written by the file source", "this run reads Kafka (source.kind: kafka)"
+    )
+    assert str(tmp_path / "cp" / "spark") in message
+    assert tree_digests(tmp_path) == before  # neither the checkpoint nor the landing zone touched
+
+
+def test_a_kafka_checkpoint_of_other_topics_is_refused_and_a_pattern_change_is_not(
+    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """The Postgres section, then the MariaDB section with the same ./cp: Spark used to print ~140 lines of
+    Java stack and ``Kafka data lost (HashSet(dbserver1): ...``, advice that fits a retention loss only."""
+    first_source, second_source = "ckptothera", "ckptotherb"
+    prepare(make_topic, kafka_bootstrap, first_source, 300)
+    second = prepare(make_topic, kafka_bootstrap, second_source, 300)
+    args = connector_args(kafka_bootstrap, first_source, tmp_path)
+    first = run_connector(*args)
+    assert first.returncode == 0, first.stderr[-4000:]
+    before = tree_digests(tmp_path)
+
+    other = list(args)
+    pattern = rf"{second_source}\..*"
+    other[other.index("--topics") + 1] = pattern
+    message = assert_other_source(
+        run_connector(*other), f"Kafka topics __debezium-heartbeat.{first_source}, {first_source}.", repr(pattern)
+    )
+    assert "none of which matches source.topics" in message
+    assert tree_digests(tmp_path) == before  # neither the checkpoint nor the landing zone touched
+
+    # A pattern that still matches the checkpoint's topics, and more, is a change on purpose: Spark goes on.
+    # (One that drops some of them is not refused here either, but Spark itself then stops with failOnDataLoss:
+    # "Partitions ... have been deleted".)
+    both = list(args)
+    both[both.index("--topics") + 1] = rf"(__debezium-heartbeat\.)?({first_source}|{second_source})(\..*)?"
+    widened = run_connector(*both)
+    assert widened.returncode == 0, widened.stderr[-4000:]
+    spark = SparkCheckpoint(tmp_path / "cp" / "spark")
+    last = spark.last_committed()
+    assert last is not None
+    read = orjson.loads((spark.offsets(last) or ("{}",))[0])
+    assert read[second.orders.name] and read[f"{first_source}.sales.orders"]  # both topic sets, one checkpoint

@@ -339,26 +339,27 @@ _LOSS = "[KAFKA_DATA_LOSS.{}] Some data may have been lost because they are not 
         ),
         (
             "INITIAL_OFFSET_NOT_FOUND_FOR_PARTITIONS] ... Cannot find initial offsets for partitions Set(t-0).",
-            "partitions t[0]:",
+            "(partitions t[0]):",
         ),
         # Spark prints a Scala Set of Kafka TopicPartitions ("<topic>-<partition>"); Debezium's topic names
         # have dots, which the message used to be cut at: "Kafka data lost (HashSet(dbserver1)".
         (
             "INITIAL_OFFSET_NOT_FOUND_FOR_PARTITIONS] ... Reason:\nCannot find initial offsets for partitions "
             "Set(dbserver1.public.orders-0, dbserver1.public.orders-1). They may have been deleted. SQLSTATE: 22000",
-            "partitions dbserver1.public.orders[0], dbserver1.public.orders[1]:",
+            "(partitions dbserver1.public.orders[0], dbserver1.public.orders[1]):",
         ),
         (
-            "PARTITIONS_DELETED] ... Reason:\nPartitions HashSet(dbserver1.public.orders-0, dbserver1.public.customers-0, "
-            "dbserver1.public.line-items-2, dbserver1.public.products-0, dbserver1.public.stock-0) have been deleted. "
+            "PARTITIONS_DELETED] ... Reason:\nPartitions HashSet(dbserver1.public.orders-0, "
+            "dbserver1.public.customers-0, dbserver1.public.line-items-2, dbserver1.public.products-0, "
+            "dbserver1.public.stock-0) have been deleted. "
             "SQLSTATE: 22000",
-            "partitions dbserver1.public.orders[0], dbserver1.public.customers[0], dbserver1.public.line-items[2], "
-            "dbserver1.public.products[0], dbserver1.public.stock[0]:",
+            "(partitions dbserver1.public.orders[0], dbserver1.public.customers[0], dbserver1.public.line-items[2], "
+            "dbserver1.public.products[0], dbserver1.public.stock[0]):",
         ),
         (
             "PARTITIONS_DELETED_AND_GROUP_ID_CONFIG_PRESENT] ... Reason:\nPartitions Set(db.inventory.t-3) have been "
             "deleted.\nKafka option 'kafka.group.id' has been set on this query, it is",
-            "partitions db.inventory.t[3]:",
+            "(partitions db.inventory.t[3]):",
         ),
         (
             "ADDED_PARTITION_DOES_NOT_START_FROM_OFFSET_ZERO] ... Reason:\nAdded partition db.public.t-4 starts from "

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from connector.cli import main
+from connector.config import SourceSettings
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.kcat import kcat_line
 from connector.landing.ledger import SOURCE_HISTORY, BatchLedger, BatchSource, LedgerState, TableState
@@ -157,6 +158,62 @@ def test_spark_checkpoint_reader_and_start_check(tmp_path: Path) -> None:
     (tmp_path / "spark" / "offsets" / "1").write_text("garbage")
     with pytest.raises(LandingZoneCorrupt, match=str(tmp_path / "spark" / "offsets" / "1")):
         spark.offsets(1)
+
+
+# -- which source a Spark checkpoint belongs to (before Spark starts) -------------------------------------
+
+FILES = SourceSettings(kind="files")
+
+
+def kafka_source(topics: str) -> SourceSettings:
+    return SourceSettings(bootstrap_servers="127.0.0.1:9092", topics=topics)
+
+
+def test_a_file_source_checkpoint_is_refused_for_kafka_and_the_other_way_round(tmp_path: Path) -> None:
+    """Spark would fail on the other source's offsets (``Expected e.g. {"topicA":...}, got {"logOffset":1}``)."""
+    files = SparkCheckpoint(tmp_path / "files" / "spark")
+    write_spark_log(files.folder, 0, ('{"logOffset":0}',), committed=True)
+    write_spark_log(files.folder, 1, ('{"logOffset":1}',), committed=True)
+    files.verify_source(FILES)
+    with pytest.raises(ConfigError) as caught:
+        files.verify_source(kafka_source(r"dbserver1\..*"))
+    message = str(caught.value)
+    assert f"Spark's checkpoint {files.folder} was written by the file source" in message
+    assert "this run reads Kafka (source.kind: kafka)" in message
+    assert "its own checkpoint folder (--checkpoint)" in message and "emptied" in message
+
+    topics = SparkCheckpoint(tmp_path / "kafka" / "spark")
+    write_spark_log(topics.folder, 0, kafka(p0=10), committed=True)
+    topics.verify_source(kafka_source(r"dbserver1\..*"))
+    with pytest.raises(ConfigError, match=rf"Kafka source \(its offsets log for batch 0: topics {TOPIC}\)"):
+        topics.verify_source(FILES)
+
+
+def test_a_kafka_checkpoint_whose_topics_the_pattern_no_longer_matches_is_refused(tmp_path: Path) -> None:
+    spark = SparkCheckpoint(tmp_path / "spark")
+    write_spark_log(spark.folder, 0, kafka(p0=10), committed=True)
+    both = {TOPIC: {"0": 12}, "dbserver1.public.orders": {"0": 3, "1": 4}}
+    write_spark_log(spark.folder, 1, (orjson.dumps(both).decode(),), committed=False)  # the last entry counts
+    with pytest.raises(ConfigError) as caught:
+        spark.verify_source(kafka_source(r"mariadb1\..*"))
+    message = str(caught.value)
+    assert f"Kafka topics {TOPIC}, dbserver1.public.orders (its offsets log for batch 1)" in message
+    assert r"none of which matches source.topics 'mariadb1\\..*'" in message
+    assert "belongs to another source" in message and "its own checkpoint folder (--checkpoint)" in message
+    # As Spark's subscribePattern: the whole name must match (a prefix match is no match).
+    with pytest.raises(ConfigError, match="none of which matches"):
+        spark.verify_source(kafka_source("dbserver1"))
+    # Some topics still matching is a pattern change Spark handles (it drops the others): accepted.
+    spark.verify_source(kafka_source(r"dbserver1\.public\.orders"))
+    spark.verify_source(kafka_source(".*"))
+
+
+def test_an_empty_or_new_checkpoint_belongs_to_any_source(tmp_path: Path) -> None:
+    spark = SparkCheckpoint(tmp_path / "spark")
+    spark.verify_source(kafka_source("x"))
+    spark.verify_source(FILES)
+    write_spark_log(spark.folder, 0, ("{}",), committed=False)  # a Kafka query that found no partition yet
+    spark.verify_source(kafka_source("x"))
 
 
 # -- the sink ---------------------------------------------------------------------------------------------
