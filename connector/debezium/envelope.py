@@ -80,7 +80,8 @@ class EnvelopeDecoder:
         try:
             payload, columns, has_schema = self._parse_value(value)
         except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
-            raise DecodeError(record.topic, record.partition, record.offset, f"value is not valid JSON: {exc}") from exc
+            reason = f"value is not valid JSON: {exc}{_avro_hint(value)}"
+            raise DecodeError(record.topic, record.partition, record.offset, reason) from exc
         except (KeyError, AttributeError) as exc:  # valid JSON, but its schema is no Connect schema
             reason = f"value schema is not a Connect schema: {type(exc).__name__}: {exc}"
             raise DecodeError(record.topic, record.partition, record.offset, reason) from exc
@@ -167,7 +168,8 @@ class EnvelopeDecoder:
         try:
             parsed = orjson.loads(record.key)
         except orjson.JSONDecodeError as exc:
-            raise DecodeError(record.topic, record.partition, record.offset, f"key is not valid JSON: {exc}") from exc
+            reason = f"key is not valid JSON: {exc}{_avro_hint(record.key)}"
+            raise DecodeError(record.topic, record.partition, record.offset, reason) from exc
         fields: tuple[str, ...] | None = None
         if isinstance(parsed, dict) and "payload" in parsed and "schema" in parsed and len(parsed) == 2:
             schema = parsed["schema"]
@@ -237,6 +239,16 @@ def event_from_payload(
         source=source if isinstance(source, dict) else {},
         ts_ms=ts_ms if isinstance(ts_ms, int) else None,
     )
+
+
+def _avro_hint(data: bytes) -> str:
+    """What to do when undecodable JSON looks like the Confluent Avro wire format (magic byte 0, schema id)."""
+    if len(data) > 5 and data[0] == 0:
+        return (
+            "; it starts like the Confluent Avro wire format (byte 0 and a 4-byte schema id): if Debezium writes "
+            "Avro, set source.value_format: avro and source.schema_registry.url"
+        )
+    return ""
 
 
 def wrapped_payload_start(document: bytes) -> int | None:

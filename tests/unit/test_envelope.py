@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import decimal
 from pathlib import Path
 
@@ -172,3 +173,18 @@ def test_schema_cache_reused_and_correct_for_changed_schema() -> None:
     value["payload"]["after"]["extra"] = "x"
     third = decoder.decode(record(orjson.dumps(value)))
     assert isinstance(third, ChangeEvent) and third.columns is not None and "extra" in third.columns
+
+
+def test_avro_read_as_json_says_to_set_value_format_avro() -> None:
+    """Real Debezium Avro output (tests/data/real_pg_avro) decoded as JSON: the error says what to change."""
+    line = orjson.loads((SAMPLES.parent / "real_pg_avro" / "records.jsonl").read_bytes().splitlines()[0])
+    key, value = base64.b64decode(line["key_b64"]), base64.b64decode(line["value_b64"])
+    with pytest.raises(DecodeError) as info:
+        decode(value)
+    assert "value is not valid JSON" in str(info.value)
+    assert "set source.value_format: avro" in str(info.value)
+    with pytest.raises(DecodeError, match="key is not valid JSON.*set source.value_format: avro"):
+        EnvelopeDecoder.parse_key(record(b"{}", key=key))
+    with pytest.raises(DecodeError) as plain:
+        decode(b"not json at all")
+    assert "value_format" not in str(plain.value)  # only Avro-looking bytes get the hint
