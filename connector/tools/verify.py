@@ -222,7 +222,11 @@ def verify_command(
         print(report.line())
         for example in report.examples:
             print(f"  {example}")
-    if not reports:
+    # A table asked for by name but absent from the landing zone is a difference, not a silent pass.
+    absent = [table for table in wanted or () if table not in {r.table for r in reports}]
+    for table in absent:
+        print(f"{table}: not in the landing zone {landing_zone} (no table folder)")
+    if not reports and not absent:
         print("no mirrored tables found")
         return 1
-    return 0 if all(r.ok for r in reports) else 1
+    return 0 if all(r.ok for r in reports) and not absent else 1

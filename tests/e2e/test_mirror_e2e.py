@@ -137,6 +137,11 @@ def test_snapshot_then_streaming_mirror_equals_source(stack: dict[str, str], tmp
     result = run_connector("verify", "--source", stack["postgres"], "--landing-zone", str(tmp_path / "lz"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "differing=0" in result.stdout
+    # A table asked for by name that was never mirrored is a difference (it passed silently: exit 0).
+    lz = str(tmp_path / "lz")
+    absent = run_connector("verify", "--source", stack["postgres"], "--landing-zone", lz, "--tables", "public.nosuch")
+    assert absent.returncode == 1, absent.stdout + absent.stderr
+    assert f"public.nosuch: not in the landing zone {lz} (no table folder)" in absent.stdout
 
 
 def test_connector_killed_three_times_during_streaming(stack: dict[str, str], tmp_path: Path) -> None:
