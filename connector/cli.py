@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
 from connector.config import CredentialKind
-from connector.errors import ConfigError, ConnectorError
+from connector.errors import ConnectorError
 
 if TYPE_CHECKING:
     from connector.storage import Storage
@@ -247,7 +247,6 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         url, credential = _landing_zone(args)
         _check_landing_zone_url(url)
-        _check_credential(url, credential)
         return verify_command(args.source, url, args.tables, credential=credential)
     if command in ("tables", "rebuild"):
         return _tables(args)
@@ -323,7 +322,6 @@ def _replay(args: argparse.Namespace) -> int:
 
     url, credential = _landing_zone(args)
     _check_landing_zone_url(url)
-    _check_credential(url, credential)
     states = replay_to(url, args.output, args.format, credential=credential)
     for table, data in sorted(states.items()):
         print(f"{table}: {data.num_rows} rows")
@@ -351,22 +349,8 @@ def _landing_zone(args: argparse.Namespace) -> tuple[str, CredentialKind]:
     return args.landing_zone or configured.url, args.credential or configured.credential
 
 
-def _check_credential(url: str, kind: CredentialKind) -> None:
-    """For a OneLake ``url``: a credential kind missing its settings (tenant, client id, secret) is an error."""
-    from connector.storage import is_remote
-    from connector.storage.credentials import CredentialConfig, build_credential
-
-    if not is_remote(url):
-        return
-    try:
-        build_credential(CredentialConfig(kind=kind)).close()
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def _open_landing_zone(url: str, credential: CredentialKind = "default") -> Storage:
     from connector.storage import open_storage
 
     _check_landing_zone_url(url)
-    _check_credential(url, credential)
     return open_storage(url, credential)

@@ -243,7 +243,9 @@ def event_from_payload(
 
 def _avro_hint(data: bytes) -> str:
     """What to do when undecodable JSON looks like the Confluent Avro wire format (magic byte 0, schema id)."""
-    if len(data) > 5 and data[0] == 0:
+    from connector.debezium.avro import HEADER_SIZE, MAGIC_BYTE  # avro imports this module
+
+    if len(data) > HEADER_SIZE and data[0] == MAGIC_BYTE:
         return (
             "; it starts like the Confluent Avro wire format (byte 0 and a 4-byte schema id): if Debezium writes "
             "Avro, set source.value_format: avro and source.schema_registry.url"

@@ -75,6 +75,14 @@ class InvalidStorageURL(ConfigError, ValueError):
     """
 
 
+class InvalidCredential(ConfigError, ValueError):
+    """The credential settings are incomplete (a missing tenant, client id, secret or certificate).
+
+    Raised when the storage is opened, before any token is asked for; a ``ConfigError`` like
+    ``InvalidStorageURL``, so every command reports it as one ``error:`` line.
+    """
+
+
 def _rebuild(cls: type[StorageError], message: str, path: str, operation: str) -> StorageError:
     """Recreate a pickled storage error (module-level so pickle can import it)."""
     return cls(message, path=path, operation=operation)

@@ -62,6 +62,7 @@ from connector.storage.azure_errors import error_code
 from connector.storage.base import TEMP_PREFIX, FileInfo, Storage, WriterIdentity, join
 from connector.storage.credentials import CredentialConfig, StorageIdentity, build_credential
 from connector.storage.errors import (
+    InvalidCredential,
     StorageAccessDenied,
     StorageError,
     StorageNotFound,
@@ -562,10 +563,16 @@ def open_onelake(
         retry: Backoff and timeout settings; production defaults when omitted.
 
     Raises:
-        ValueError: The URL or the credential settings are invalid.
+        InvalidStorageURL: The URL is invalid.
+        InvalidCredential: The credential settings are incomplete.
     """
     if isinstance(credential, CredentialConfig):
         config = credential
     else:
         config = CredentialConfig.model_validate({"kind": credential})
-    return OneLakeStorage(parse_location(url), build_credential(config), retry)
+    location = parse_location(url)
+    try:
+        identity = build_credential(config)
+    except ValueError as exc:
+        raise InvalidCredential(str(exc)) from None
+    return OneLakeStorage(location, identity, retry)

@@ -28,7 +28,7 @@ from connector.kafka_client import client_security_options
 from connector.metrics import metrics_port_problem
 from connector.storage import is_remote
 from connector.storage.base import TEMP_PREFIX
-from connector.storage.errors import InvalidStorageURL, StorageError
+from connector.storage.errors import InvalidCredential, StorageError
 from connector.stream.source import kafka_jars, source_path
 
 log = logging.getLogger("connector.run")
@@ -137,9 +137,7 @@ def check_remote_landing_zone(url: str, credential: CredentialKind) -> None:
 
     try:
         storage = open_onelake(url, credential)
-    except InvalidStorageURL:
-        raise
-    except ValueError as exc:  # the URL was checked before: the credential settings are incomplete
+    except InvalidCredential as exc:
         msg = f"landing_zone.credential {credential}: {exc}"
         raise ConfigError(msg) from None
     try:
