@@ -31,7 +31,7 @@ def bench_convert(events: int, with_schema: bool) -> tuple[float, float]:
 
     Measured: reading the dump, the lane (or the record path), Parquet and publishing. Writing the dump is not.
     """
-    from connector.tools.convert import convert
+    from connector.commands.convert import convert
 
     with tempfile.TemporaryDirectory(prefix="bench-convert-") as scratch:
         dump = Path(scratch) / "dump.jsonl"

@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 
 from benchmarks.events import BENCH_TOPIC, generated_events
 from connector.config import load_settings
-from connector.landing.sink import MirrorSink
-from connector.metrics import HealthState
+from connector.operate.metrics import HealthState
+from connector.sink import MirrorSink
 from connector.storage import LocalStorage
 
 _KAFKA_SH = Path(__file__).resolve().parents[1] / "deploy" / "local" / "kafka.sh"

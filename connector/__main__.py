@@ -1,5 +1,5 @@
 """``python -m connector``."""
 
-from connector.cli import main
+from connector.commands.cli import main
 
 raise SystemExit(main())

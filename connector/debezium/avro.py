@@ -28,77 +28,17 @@ in ``schema_registry``; this module reads the wire format and turns records into
 
 from __future__ import annotations
 
-import io
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-import fastavro
-
 from connector.config import SchemaRegistrySettings
-from connector.debezium.avro_shape import ConnectShape, SchemaWalker, strip_logical_types
+from connector.debezium.avro_shape import WriterSchema
+from connector.debezium.confluent_wire import HEADER_SIZE, MAGIC_BYTE
 from connector.debezium.envelope import ChangeEvent, Noise, event_from_payload
 from connector.debezium.schema_registry import SchemaRegistry
 from connector.debezium.types import DEFAULT_POLICY, ColumnType, TypePolicy, column_type_from_schema
 from connector.errors import DecodeError
 from connector.events import KafkaRecord
-
-MAGIC_BYTE = 0
-HEADER_SIZE = 5
-
-
-@dataclass(frozen=True)
-class WriterSchema:
-    """One registry schema, parsed: fastavro's reader form and the Connect shape of its root type."""
-
-    schema_id: int
-    parsed: Any
-    shape: ConnectShape
-
-    @classmethod
-    def parse(cls, schema_id: int, schema_text: str) -> WriterSchema:
-        """Parse registry schema text.
-
-        Raises:
-            ValueError: not an Avro schema this decoder can read (the message says why).
-        """
-        try:
-            schema = json.loads(schema_text)
-        except json.JSONDecodeError as exc:
-            msg = f"schema id {schema_id} is not JSON: {exc}"
-            raise ValueError(msg) from exc
-        try:
-            shape = SchemaWalker().shape(schema)
-            parsed = fastavro.parse_schema(strip_logical_types(schema))
-        except Exception as exc:  # fastavro raises many types for a bad schema
-            msg = f"schema id {schema_id} is not an Avro schema this connector reads: {exc}"
-            raise ValueError(msg) from exc
-        return cls(schema_id, parsed, shape)
-
-    def read(self, data: bytes) -> Any:
-        """Decode the Avro body after the 5-byte header, in JsonConverter's value form.
-
-        Raises:
-            ValueError: the bytes do not decode with this schema (the message says how).
-        """
-        stream = io.BytesIO(data)
-        stream.seek(HEADER_SIZE)
-        try:
-            datum = fastavro.schemaless_reader(stream, self.parsed, None)
-        except EOFError as exc:
-            msg = f"truncated: the Avro body ends before the record does ({exc or 'end of data'})"
-            raise ValueError(msg) from exc
-        except Exception as exc:  # corrupt input makes fastavro raise anything from IndexError to UnicodeError
-            msg = f"does not decode with writer schema id {self.schema_id}: {type(exc).__name__}: {exc}"
-            raise ValueError(msg) from exc
-        left = len(data) - stream.tell()
-        if left:
-            msg = f"{left} bytes left after the record: not written with schema id {self.schema_id}"
-            raise ValueError(msg)
-        fix = self.shape.normalise
-        return datum if fix is None or datum is None else fix(datum)
-
 
 # -- the decoder -------------------------------------------------------------------------------------
 

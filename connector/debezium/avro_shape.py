@@ -13,9 +13,15 @@ can be read and tested on its own.
 from __future__ import annotations
 
 import base64
+import io
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import fastavro
+
+from connector.debezium.confluent_wire import HEADER_SIZE
 
 _MAP_ENTRY = "io.confluent.connect.avro.MapEntry"
 _CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
@@ -302,3 +308,55 @@ def strip_logical_types(schema: Any) -> Any:
         if key in out:
             out[key] = strip_logical_types(out[key])
     return out
+
+
+@dataclass(frozen=True)
+class WriterSchema:
+    """One registry schema, parsed: fastavro's reader form and the Connect shape of its root type."""
+
+    schema_id: int
+    parsed: Any
+    shape: ConnectShape
+
+    @classmethod
+    def parse(cls, schema_id: int, schema_text: str) -> WriterSchema:
+        """Parse registry schema text.
+
+        Raises:
+            ValueError: not an Avro schema this decoder can read (the message says why).
+        """
+        try:
+            schema = json.loads(schema_text)
+        except json.JSONDecodeError as exc:
+            msg = f"schema id {schema_id} is not JSON: {exc}"
+            raise ValueError(msg) from exc
+        try:
+            shape = SchemaWalker().shape(schema)
+            parsed = fastavro.parse_schema(strip_logical_types(schema))
+        except Exception as exc:  # fastavro raises many types for a bad schema
+            msg = f"schema id {schema_id} is not an Avro schema this connector reads: {exc}"
+            raise ValueError(msg) from exc
+        return cls(schema_id, parsed, shape)
+
+    def read(self, data: bytes) -> Any:
+        """Decode the Avro body after the 5-byte header, in JsonConverter's value form.
+
+        Raises:
+            ValueError: the bytes do not decode with this schema (the message says how).
+        """
+        stream = io.BytesIO(data)
+        stream.seek(HEADER_SIZE)
+        try:
+            datum = fastavro.schemaless_reader(stream, self.parsed, None)
+        except EOFError as exc:
+            msg = f"truncated: the Avro body ends before the record does ({exc or 'end of data'})"
+            raise ValueError(msg) from exc
+        except Exception as exc:  # corrupt input makes fastavro raise anything from IndexError to UnicodeError
+            msg = f"does not decode with writer schema id {self.schema_id}: {type(exc).__name__}: {exc}"
+            raise ValueError(msg) from exc
+        left = len(data) - stream.tell()
+        if left:
+            msg = f"{left} bytes left after the record: not written with schema id {self.schema_id}"
+            raise ValueError(msg)
+        fix = self.shape.normalise
+        return datum if fix is None or datum is None else fix(datum)

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from connector.debezium.confluent_wire import HEADER_SIZE, MAGIC_BYTE
 from connector.debezium.types import DEFAULT_POLICY, ColumnType, TypePolicy, column_type_from_schema
 from connector.errors import DecodeError
 from connector.events import KafkaRecord, Op
@@ -243,8 +244,6 @@ def event_from_payload(
 
 def _avro_hint(data: bytes) -> str:
     """What to do when undecodable JSON looks like the Confluent Avro wire format (magic byte 0, schema id)."""
-    from connector.debezium.avro import HEADER_SIZE, MAGIC_BYTE  # avro imports this module
-
     if len(data) > HEADER_SIZE and data[0] == MAGIC_BYTE:
         return (
             "; it starts like the Confluent Avro wire format (byte 0 and a 4-byte schema id): if Debezium writes "

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from connector.config import SchemaRegistrySettings, resolve_secret_references
+from connector.debezium.avro_shape import WriterSchema
 from connector.errors import ConfigError, DecodeError, RegistryError, RegistryUnavailable
 from connector.events import KafkaRecord
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    from connector.debezium.avro import WriterSchema
 
 _LOG = logging.getLogger(__name__)
 
@@ -108,8 +108,6 @@ class SchemaRegistry:
                 with _LOCK:
                     _bounded(_MISSING)[key] = (time.monotonic(), reason)
             else:
-                from connector.debezium.avro import WriterSchema  # avro imports this module
-
                 text, schema_type = fetched
                 try:
                     if schema_type.upper() != "AVRO":

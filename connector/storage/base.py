@@ -172,7 +172,7 @@ class Storage(ABC):
         """Take the exclusive writer lease kept on the file ``path`` (created if missing), recording ``holder``.
 
         One instance at a time may write a checkpoint or landing zone; each backend holds the lease
-        with the mechanism its medium offers (see ``connector.landing.fence``).
+        with the mechanism its medium offers (see ``connector.publish.fence``).
 
         Raises:
             WriterFenced: Another instance holds the lease; the message names it when it is known.

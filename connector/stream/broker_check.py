@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from connector.config import SourceSettings
 from connector.kafka_client import client_security_options
-from connector.metrics import HealthState
+from connector.operate.metrics import HealthState
 
 log = logging.getLogger("connector.run")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 
-from connector import metrics
 from connector.config import ConnectorSettings
 from connector.errors import ConnectorError
-from connector.tools.check_source import Finding, check_connectors
+from connector.operate import metrics
+from connector.operate.check_source import Finding, check_connectors
 
 log = logging.getLogger("connector.run")
 

@@ -12,9 +12,9 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from connector import metrics
 from connector.config import ConnectorSettings
-from connector.fabric_status import FabricStatusReader, FabricTableStatus, open_fabric_status
+from connector.operate import metrics
+from connector.operate.fabric_status import FabricStatusReader, FabricTableStatus, open_fabric_status
 
 log = logging.getLogger("connector.run")
 

@@ -2,7 +2,7 @@
 
 Each micro-batch (bounded by ``maxOffsetsPerTrigger``) is collected to the driver as Arrow
 (``spark.decode_on: driver``, the default) or collected in slices on the executors (``executors``,
-``connector.stream.slices``). Either way the columnar lane (``connector.landing.columnar``) takes the
+``connector.stream.slices``). Either way the columnar lane (``connector.collect.lane``) takes the
 topics it can decode in bulk and the record-by-record path the rest; the driver joins the pieces,
 numbers, encodes, publishes and commits. Spark's checkpoint lives in ``<checkpoint>/spark``, the
 connector's ledger in ``<checkpoint>/ledger``.
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pyarrow as pa
 
-from connector import metrics
 from connector.config import (
     ConnectorSettings,
     has_secret_reference,
@@ -34,9 +33,10 @@ from connector.config import (
 from connector.debezium.decoder import open_decoder
 from connector.debezium.types import type_policy
 from connector.errors import ConfigError
-from connector.landing.deadletter import open_dead_letter_writer
-from connector.landing.fence import WriterFence
-from connector.landing.sink import MirrorSink
+from connector.operate import metrics
+from connector.operate.deadletter_output import open_dead_letter_writer
+from connector.publish.fence import WriterFence
+from connector.sink import MirrorSink, publish_records_table
 from connector.storage import is_remote, open_storage
 from connector.stream.batch_retry import retry_transient
 from connector.stream.broker_check import BrokerCheck
@@ -45,7 +45,6 @@ from connector.stream.fabric_status_poller import FabricStatusPoller
 from connector.stream.preflight import check_before_spark
 from connector.stream.query_failure import explain_query_failure
 from connector.stream.rebuild_ticker import RebuildTicker
-from connector.stream.records_batch import publish_records_table
 from connector.stream.resume import resume_from_ledger, starting_offsets
 from connector.stream.shutdown import GracefulStop
 from connector.stream.slices import collect_slices

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient
 from connector.config import ConnectorSettings, CredentialKind, SourceSettings
 from connector.errors import ConfigError
 from connector.kafka_client import client_security_options
-from connector.metrics import metrics_port_problem
+from connector.operate.metrics import metrics_port_problem
 from connector.storage import is_remote
 from connector.storage.base import TEMP_PREFIX
 from connector.storage.errors import InvalidCredential, StorageError

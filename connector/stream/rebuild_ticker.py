@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from connector import metrics
-from connector.landing.sink import MirrorSink
+from connector.operate import metrics
+from connector.sink import MirrorSink
 
 log = logging.getLogger("connector.run")
 

@@ -22,8 +22,8 @@ from confluent_kafka.admin import AdminClient
 from connector.config import SourceSettings
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.kafka_client import client_security_options
-from connector.landing.ledger import BatchLedger
-from connector.landing.source_offsets import kafka_offsets
+from connector.publish.ledger import BatchLedger
+from connector.publish.source_offsets import kafka_offsets
 from connector.stream.spark_checkpoint import SparkCheckpoint
 
 log = logging.getLogger("connector.run")

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from connector.landing.collect_slice import collect_slice
-from connector.landing.pieces import CollectContext, Collected
+from connector.collect.pieces import CollectContext, Collected
+from connector.collect.slice import collect_slice
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -20,8 +20,8 @@ import orjson
 
 from connector.config import RebuildSettings, SourceSettings
 from connector.kafka_client import client_security_options
-from connector.landing.ledger import TableState
-from connector.landing.rebuild import RebuildError
+from connector.operate.rebuild import RebuildError
+from connector.publish.ledger import TableState
 
 log = logging.getLogger(__name__)
 

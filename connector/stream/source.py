@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from connector.collect.poison import dead_letter_in_use
 from connector.config import ConnectorSettings, MirrorSettings, SourceSettings
 from connector.errors import ConfigError
-from connector.landing.deadletter import dead_letter_in_use
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

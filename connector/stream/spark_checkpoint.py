@@ -2,7 +2,7 @@
 
 Spark writes ``offsets/<id>`` before it runs batch ``<id>`` (``v1``, a metadata line, then one line of
 offsets per source) and ``commits/<id>`` after the batch's ``foreachBatch`` returned. The connector only
-reads them, to check them against its ledger (``connector.landing.source_offsets``).
+reads them, to check them against its ledger (``connector.publish.source_offsets``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from connector.errors import LandingZoneCorrupt
-from connector.landing.ledger import LedgerState
-from connector.landing.source_offsets import check_source, check_start
+from connector.publish.ledger import LedgerState
+from connector.publish.source_offsets import check_source, check_start
 
 if TYPE_CHECKING:
     from connector.config import SourceSettings

@@ -26,7 +26,7 @@ GRAFANA_SUBSTITUTIONS = {
     "$table": ".*",
 }
 
-# The metrics connector/metrics.py exposes (the contract in the deployment issue).
+# The metrics connector/operate/metrics.py exposes (the contract in the deployment issue).
 KNOWN_METRICS = frozenset(
     {
         "cdc_mirror_events_total",

@@ -551,10 +551,10 @@ def _run_mirror(avro_stack: dict[str, str], root: Path, topics: str, avro: bool)
 def test_mirror_from_avro_equals_the_source_and_the_json_twins_mirror(
     avro_stack: dict[str, str], tmp_path: Path
 ) -> None:
+    from connector.oracle.replay import replay_landing_zone
+    from connector.oracle.validate import validate_landing_zone
+    from connector.oracle.verify import verify
     from connector.storage import LocalStorage
-    from connector.tools.replay import replay_landing_zone
-    from connector.tools.validate import validate_landing_zone
-    from connector.tools.verify import verify
 
     with psycopg.connect(avro_stack["postgres"], autocommit=True) as conn:
         workload.streaming_phase(conn, 250, seed=707)

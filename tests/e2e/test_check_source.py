@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from connector import metrics
 from connector.config import ConnectorSettings
+from connector.operate import metrics
+from connector.oracle.source_mysql import MySqlSource
 from connector.stream.debezium_settings import check_debezium_settings
-from connector.tools.source_mysql import MySqlSource
 from tests.support.kafka import run_connector
 
 pytestmark = pytest.mark.e2e

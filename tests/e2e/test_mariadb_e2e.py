@@ -32,10 +32,10 @@ from connector.config import SchemaRegistrySettings
 from connector.debezium.avro import AvroDecoder
 from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder
 from connector.events import KafkaRecord
+from connector.oracle.source_mysql import MySqlSource
+from connector.oracle.validate import validate_landing_zone
+from connector.oracle.verify import verify
 from connector.storage import LocalStorage
-from connector.tools.source_mysql import MySqlSource
-from connector.tools.validate import validate_landing_zone
-from connector.tools.verify import verify
 from tests.e2e import workload_mariadb
 from tests.support.kafka import REPO_ROOT, run_connector
 

@@ -22,9 +22,9 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer
 
+from connector.oracle.validate import validate_landing_zone
+from connector.oracle.verify import verify
 from connector.storage import LocalStorage
-from connector.tools.validate import validate_landing_zone
-from connector.tools.verify import verify
 from tests.e2e import workload
 from tests.e2e.conftest import StackCtl
 from tests.support.kafka import REPO_ROOT, run_connector

@@ -25,9 +25,9 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer
 
-from connector.landing.ledger import BatchLedger, TableState
+from connector.oracle.verify import verify
+from connector.publish.ledger import BatchLedger, TableState
 from connector.storage import LocalStorage
-from connector.tools.verify import verify
 from tests.e2e.test_mirror_e2e import wait_for_watermark
 from tests.support.debezium import notification
 from tests.support.kafka import REPO_ROOT, run_connector

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from connector.landing.ledger import BatchLedger
+from connector.oracle.verify import verify
+from connector.publish.ledger import BatchLedger
 from connector.storage import LocalStorage
-from connector.tools.verify import verify
 from tests.e2e.test_mariadb_e2e import mariadb, wait_for_watermark
 from tests.e2e.test_rebuild_e2e import WAIT_S, Connector, Notifications, now_ms, write_config
 

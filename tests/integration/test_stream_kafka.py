@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from connector.oracle.replay import replay_landing_zone
+from connector.oracle.validate import validate_landing_zone
 from connector.storage import LocalStorage, Storage
-from connector.tools.replay import replay_landing_zone
-from connector.tools.validate import validate_landing_zone
 from tests.support.kafka import produce, run_connector
 from tests.support.landing import Landing
 from tests.support.model import Workload, replayed_rows

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-from connector.cli import main
+from connector.commands.cli import main
 from connector.storage.local import LocalStorage
 
 _OPERATION = os.environ["CRASH_OPERATION"]

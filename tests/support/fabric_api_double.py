@@ -1,8 +1,8 @@
 """TEST DOUBLE: a local HTTP server answering the Fabric REST API's mirroring-status calls.
 
 This is **not** Microsoft Fabric, which cannot run on this machine. It lets tests drive the real
-``connector.fabric_status.RestFabricStatus`` (and a whole ``run`` scraped by a live Prometheus) over real
-HTTP on 127.0.0.1, with the shapes of Microsoft's REST reference (see the ``connector.fabric_status``
+``connector.operate.fabric_status.RestFabricStatus`` (and a whole ``run`` scraped by a live Prometheus) over real
+HTTP on 127.0.0.1, with the shapes of Microsoft's REST reference (see the ``connector.operate.fabric_status``
 docstring for the provenance):
 
 * ``POST /v1/workspaces/{workspaceId}/mirroredDatabases/{mirroredDatabaseId}/getTablesMirroringStatus``

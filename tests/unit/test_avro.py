@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 from pydantic import SecretStr
 
+from connector.commands.check_config import check_config_file
 from connector.config import SchemaRegistrySettings, SourceSettings, load_settings
 from connector.debezium import schema_registry
 from connector.debezium.avro import AvroDecoder
@@ -29,7 +30,6 @@ from connector.debezium.types import ColumnType, ConversionError, TypePolicy, to
 from connector.errors import ConfigError, DecodeError, RegistryError, RegistryUnavailable, TransientError
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat
-from connector.tools.check_config import check_config_file
 from tests.support.avro_connect import connect_to_avro_datum, connect_to_avro_schema, frame
 from tests.support.registry_double import RegistryDouble
 

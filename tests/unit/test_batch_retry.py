@@ -14,11 +14,11 @@ import pytest
 
 from connector.config import MirrorSettings
 from connector.errors import ConfigError, TransientError
-from connector.landing.sink import MirrorSink
+from connector.oracle.replay import replay_landing_zone
+from connector.sink import MirrorSink
 from connector.storage.errors import StorageAccessDenied, StorageUnavailable
 from connector.storage.local import LocalStorage
 from connector.stream.batch_retry import retry_transient
-from connector.tools.replay import replay_landing_zone
 from tests.support.debezium import Topic, field
 from tests.support.dfs_server import FAST_RETRY, DfsTestServer, FaultPlan, make_onelake_storage
 

@@ -21,13 +21,13 @@ import pyarrow as pa
 import pytest
 
 from benchmarks.events import generated_events
+from connector.collect.lane import LaneResult, collect_in_lane
+from connector.collect.pieces import CollectContext, Collected
+from connector.collect.record_path import SliceCollector
 from connector.config import MirrorSettings, TableSettings
 from connector.debezium import bulk_json
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat
-from connector.landing.collect import SliceCollector
-from connector.landing.columnar import LaneResult, collect_in_lane
-from connector.landing.pieces import CollectContext, Collected
 from connector.record_columns import records_from_arrow
 from connector.stream.source import headers_needed
 from tests.support.debezium import Topic, decimal_field, encode_decimal, field

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from connector.commands.check_config import SCHEMA_FILE, check_config_file, config_json_schema
 from connector.config import load_settings, redact
 from connector.errors import ConfigError
 from connector.stream.job import spark_interval
-from connector.tools.check_config import SCHEMA_FILE, check_config_file, config_json_schema
 
 
 def test_precedence_yaml_env_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

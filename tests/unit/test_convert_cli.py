@@ -13,14 +13,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from connector.cli import main
+from connector.commands.cli import main
+from connector.commands.convert import convert
 from connector.config import MirrorSettings
 from connector.events import KafkaRecord
 from connector.kcat import kcat_line
+from connector.oracle.replay import replay_landing_zone
+from connector.oracle.validate import validate_landing_zone
 from connector.storage.local import LocalStorage
-from connector.tools.convert import convert
-from connector.tools.replay import replay_landing_zone
-from connector.tools.validate import validate_landing_zone
 from tests.support.dfs_server import (
     OTHER_IDENTITY_VARIABLES,
     DfsTestServer,

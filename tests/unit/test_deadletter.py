@@ -12,19 +12,15 @@ from pathlib import Path
 import orjson
 import pytest
 
+from connector.collect.poison import DeadLetter, poison_policy
+from connector.commands.check_config import check_config_file
 from connector.config import ConnectorSettings, DeadLetterSettings, SourceSettings, load_settings
 from connector.errors import ConfigError, TransientError
 from connector.events import KafkaRecord
-from connector.landing.deadletter import (
-    DeadLetter,
-    DeadLetterUnavailable,
-    check_outside_landing_zone,
-    open_dead_letter_writer,
-    poison_policy,
-)
-from connector.landing.deadletter_folder import FolderDeadLetterWriter
-from connector.landing.deadletter_kafka import KafkaDeadLetterWriter, producer_config
-from connector.tools.check_config import check_config_file
+from connector.operate.deadletter import DeadLetterUnavailable
+from connector.operate.deadletter_folder import FolderDeadLetterWriter
+from connector.operate.deadletter_kafka import KafkaDeadLetterWriter, producer_config
+from connector.operate.deadletter_output import check_outside_landing_zone, open_dead_letter_writer
 from tests.conftest import Landing
 
 TOPIC = "dbserver1.public.orders"
@@ -231,7 +227,7 @@ def test_an_unreachable_dead_letter_broker_is_transient() -> None:
 def test_the_dead_letter_counter_is_per_table() -> None:
     from prometheus_client import generate_latest
 
-    from connector.metrics import DEAD_LETTERS, REGISTRY
+    from connector.operate.metrics import DEAD_LETTERS, REGISTRY
 
     DEAD_LETTERS.labels("public.orders").inc(2)
     assert 'cdc_mirror_dead_letters_total{table="public.orders"}' in generate_latest(REGISTRY).decode()

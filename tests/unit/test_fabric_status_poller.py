@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import generate_latest
 
-from connector import metrics
 from connector.config import load_settings
-from connector.fabric_status import FabricStatusReader, FabricStatusUnreadable, FabricTableStatus
+from connector.operate import metrics
+from connector.operate.fabric_status import FabricStatusReader, FabricStatusUnreadable, FabricTableStatus
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from tests.support.fabric_api_double import MIRRORED_DATABASE_ID, TOKEN, WORKSPACE_ID, FabricApiDouble
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from connector.cli import main
+from connector.commands.cli import main
 from connector.config import SourceSettings
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.kcat import kcat_line
-from connector.landing.ledger import SOURCE_HISTORY, BatchLedger, BatchSource, LedgerState, TableState
-from connector.landing.source_offsets import RECOVERY, check_batch, check_start, describe
+from connector.publish.ledger import SOURCE_HISTORY, BatchLedger, BatchSource, LedgerState, TableState
+from connector.publish.source_offsets import RECOVERY, check_batch, check_start, describe
 from connector.storage.local import LocalStorage
 from connector.stream.resume import resume_from_ledger
 from connector.stream.spark_checkpoint import SparkCheckpoint

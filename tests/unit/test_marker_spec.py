@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from connector.collect.marking import MarkerSpec
 from connector.events import Op, RowMarker
-from connector.landing.rowmarker import MarkerSpec
 
 
 @pytest.mark.parametrize("replay_safe", [False, True])

@@ -16,9 +16,9 @@ import pyarrow as pa
 import pytest
 
 from connector.errors import TableStopped
-from connector.landing.encoding import FileFormat
-from connector.landing.layout import TableRef
-from connector.landing.metadata import ensure_table_metadata, table_metadata
+from connector.landing_zone import TableRef
+from connector.publish.encoding import FileFormat
+from connector.publish.metadata import ensure_table_metadata, table_metadata
 from connector.storage.local import LocalStorage
 
 TABLE = TableRef("public", "customers")

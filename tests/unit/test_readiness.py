@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from connector.metrics import HealthState, serve
+from connector.operate.metrics import HealthState, serve
 
 
 class Clock:

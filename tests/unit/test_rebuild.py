@@ -12,20 +12,14 @@ from typing import Any
 
 import pytest
 
+from connector.commands.tables import rebuild_command, table_lines, tables_command
 from connector.config import MirrorSettings, RebuildSettings
-from connector.landing.ledger import TableState
-from connector.landing.rebuild import (
-    DELETING,
-    SNAPSHOT_REQUESTED,
-    WAITING,
-    RebuildError,
-    TableRebuilder,
-    pending_requests,
-)
-from connector.landing.sink import MirrorSink
+from connector.operate.rebuild import RebuildError, TableRebuilder, pending_requests
+from connector.publish.ledger import TableState
+from connector.publish.table_stops import DELETING, SNAPSHOT_REQUESTED, WAITING
+from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from connector.stream.snapshot_signal import signal_target, signal_value
-from connector.tools.tables import rebuild_command, table_lines, tables_command
 from tests.support.debezium import Topic, field
 
 COLUMNS = [field("id", "int32", optional=False), field("name", "string")]
@@ -130,7 +124,7 @@ def test_without_a_readable_fabric_status_a_rebuild_waits_the_configured_delay(t
     rebuilder = TableRebuilder(
         landing, checkpoint, mirror, signal=signals, fabric_tables=Fabric(None), clock=lambda: now[0]
     )
-    from connector.landing.ledger import LedgerState
+    from connector.publish.ledger import LedgerState
 
     state = LedgerState(
         tables={CUSTOMERS: TableState("public.schema/customers", topic="p.public.customers", rebuild=DELETING)}
@@ -273,7 +267,7 @@ def test_a_rebuilt_table_writes_creates_and_reads_as_upserts_even_without_replay
     tmp_path: Path, lane: bool
 ) -> None:
     """The incremental snapshot's read of a row may follow a streamed create of it: an insert would duplicate it."""
-    from connector.stream.records_batch import publish_records_table
+    from connector.sink import publish_records_table
     from tests.unit.test_columnar import as_arrow
 
     signals = Signals()
@@ -286,7 +280,7 @@ def test_a_rebuilt_table_writes_creates_and_reads_as_upserts_even_without_replay
         publish_records_table(sink, 2, as_arrow(records + others))
     else:
         sink.process_batch(2, records + others)
-    from connector.tools.landing_reader import read_data_file
+    from connector.oracle.landing_reader import read_data_file
 
     rebuilt = read_data_file(landing, "public.schema/customers/00000000000000000001.parquet")
     assert rebuilt.column("__rowMarker__").to_pylist() == [4, 4]
@@ -296,7 +290,7 @@ def test_a_rebuilt_table_writes_creates_and_reads_as_upserts_even_without_replay
 
 def test_a_rebuild_waits_on_fabrics_rest_status_and_falls_back_to_the_delay_when_it_fails(tmp_path: Path) -> None:
     """Through the real REST reader, against the Fabric REST API test double (Fabric cannot run here)."""
-    from connector.fabric_status import RestFabricStatus
+    from connector.operate.fabric_status import RestFabricStatus
     from tests.support.fabric_api_double import MIRRORED_DATABASE_ID, TOKEN, WORKSPACE_ID, FabricApiDouble
 
     with FabricApiDouble() as fabric:
@@ -340,7 +334,7 @@ def test_a_signal_that_keeps_failing_is_logged_once_per_reason(
     t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
     stop_customers(sink, t, other)
     signals.fail = True
-    with caplog.at_level(logging.ERROR, logger="connector.landing.rebuild"):
+    with caplog.at_level(logging.ERROR, logger="connector.operate.rebuild"):
         for _ in range(5):
             sink.advance_rebuilds()
     assert [r.getMessage() for r in caplog.records if "rebuild waits" in r.getMessage()] == [

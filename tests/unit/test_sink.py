@@ -23,11 +23,11 @@ from typing_extensions import override
 
 from connector.config import MirrorSettings, TableSettings
 from connector.events import KafkaRecord
-from connector.landing.sink import MirrorSink
+from connector.oracle.landing_reader import arrow_owned, read_data_file
+from connector.oracle.validate import validate_landing_zone
+from connector.sink import MirrorSink
 from connector.storage.base import FileInfo, Storage, WriterIdentity, WriterLease
 from connector.storage.local import LocalStorage
-from connector.tools.landing_reader import arrow_owned, read_data_file
-from connector.tools.validate import validate_landing_zone
 from tests.support.debezium import PLACEHOLDER, Topic, decimal_field, encode_decimal, field
 from tests.support.landing import Landing
 

@@ -12,12 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from connector.config import MirrorSettings
-from connector.landing.layout import STAGED_PREFIX
-from connector.landing.sink import MirrorSink
+from connector.landing_zone import STAGED_PREFIX
+from connector.oracle.replay import replay_landing_zone
+from connector.oracle.validate import validate_landing_zone
+from connector.sink import MirrorSink
 from connector.storage.base import TEMP_PREFIX
 from connector.storage.local import LocalStorage
-from connector.tools.replay import replay_landing_zone
-from connector.tools.validate import validate_landing_zone
 from tests.support.dfs_server import FAST_RETRY, DfsTestServer, FaultPlan, iter_files, make_onelake_storage
 from tests.support.model import Workload, replayed_rows
 

@@ -20,12 +20,12 @@ import pytest
 from connector.config import MirrorSettings, SchemaRegistrySettings, SourceSettings
 from connector.debezium import schema_registry
 from connector.events import KafkaRecord
-from connector.landing.batch_result import BatchResult
-from connector.landing.deadletter_folder import FolderDeadLetterWriter
-from connector.landing.sink import MirrorSink
+from connector.operate.deadletter_folder import FolderDeadLetterWriter
+from connector.oracle.replay import replay_landing_zone
+from connector.oracle.validate import validate_landing_zone
+from connector.publish.batch_result import BatchResult
+from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
-from connector.tools.replay import replay_landing_zone
-from connector.tools.validate import validate_landing_zone
 from tests.support.model import Workload, replayed_rows
 from tests.support.registry_double import RegistryDouble
 from tests.unit.test_avro import AvroConverter

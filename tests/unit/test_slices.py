@@ -14,14 +14,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from connector.collect.record_path import SliceCollector
 from connector.config import MirrorSettings
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord
-from connector.landing.collect import SliceCollector
-from connector.landing.sink import MirrorSink
+from connector.oracle.replay import replay_landing_zone
+from connector.oracle.validate import validate_landing_zone
+from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from connector.stream.slices import collect_partition
-from connector.tools.replay import replay_landing_zone
-from connector.tools.validate import validate_landing_zone
 from tests.support.debezium import PLACEHOLDER, Topic, field
 from tests.support.model import Workload, replayed_rows
 

@@ -15,18 +15,18 @@ import pytest
 from azure.core.exceptions import HttpResponseError, ResourceExistsError
 from azure.storage.filedatalake import DataLakeLeaseClient
 
-from connector.cli import main
+from connector.commands.cli import main
+from connector.commands.convert import convert
 from connector.config import MirrorSettings
 from connector.errors import WriterFenced
 from connector.events import KafkaRecord
 from connector.kcat import kcat_line
-from connector.landing.fence import CHECKPOINT_LOCK, LANDING_LOCK, WriterFence
+from connector.publish.fence import CHECKPOINT_LOCK, LANDING_LOCK, WriterFence
 from connector.storage.base import Storage, WriterIdentity
 from connector.storage.errors import StorageError
 from connector.storage.local import LocalStorage
 from connector.storage.onelake import OneLakeStorage
 from connector.storage.onelake_lease import OneLakeLease
-from connector.tools.convert import convert
 from tests.support.dfs_server import DfsTestServer, FaultPlan, make_onelake_storage
 from tests.support.landing import WORKSPACE, Landing, unique_item_root
 

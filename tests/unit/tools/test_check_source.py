@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from connector.tools.check_source import check_connector_config, source_kind
+from connector.operate.check_source import check_connector_config, source_kind
 
 MARIADB = "io.debezium.connector.mariadb.MariaDbConnector"
 POSTGRES = "io.debezium.connector.postgresql.PostgresConnector"

@@ -16,10 +16,10 @@ from deltalake import DeltaTable
 
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
-from connector.landing.encoding import FileFormat
+from connector.oracle.delta_oracle import TableRefused, apply_to_delta
+from connector.oracle.replay import replay_landing_zone
+from connector.publish.encoding import FileFormat
 from connector.storage.local import LocalStorage
-from connector.tools.delta_oracle import TableRefused, apply_to_delta
-from connector.tools.replay import replay_landing_zone
 
 TABLE = "dbo.schema/people"
 TABLE_ID = "dbo.people"

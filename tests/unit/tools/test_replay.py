@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from connector.cli import main
+from connector.commands.cli import main
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
+from connector.oracle.replay import replay_landing_zone, write_replay
 from connector.storage.local import LocalStorage
-from connector.tools.replay import replay_landing_zone, write_replay
 
 TABLE = "dbo.schema/people"
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from connector.errors import ConfigError
-from connector.tools.source_mysql import MySqlSource, SourceColumn, compare_table, is_mysql_url, redact
+from connector.oracle.source_mysql import MySqlSource, SourceColumn, compare_table, is_mysql_url, redact
 
 COLUMNS = [
     SourceColumn("id", "bigint", "bigint(20) unsigned"),

@@ -12,12 +12,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from connector.cli import main
+from connector.commands.cli import main
 from connector.events import ROW_MARKER_COLUMN
-from connector.landing.layout import discover_tables
+from connector.landing_zone import discover_tables
+from connector.oracle.landing_reader import list_data_files, read_data_file, table_format
+from connector.oracle.validate import Problem, validate_landing_zone
 from connector.storage.local import LocalStorage
-from connector.tools.landing_reader import list_data_files, read_data_file, table_format
-from connector.tools.validate import Problem, validate_landing_zone
 
 TABLE = "dbo.schema/orders"
 

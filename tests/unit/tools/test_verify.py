@@ -11,10 +11,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from connector.events import ROW_MARKER_COLUMN
-from connector.landing.encoding import FileFormat
+from connector.oracle.delta_oracle import apply_to_delta
+from connector.oracle.verify import TableReport, compare_rows
+from connector.publish.encoding import FileFormat
 from connector.storage.local import LocalStorage
-from connector.tools.delta_oracle import apply_to_delta
-from connector.tools.verify import TableReport, compare_rows
 
 
 def test_source_rows_match_the_delta_table_read_back(tmp_path: Path) -> None:

@@ -1,0 +1,193 @@
+"""The columnar lane: a topic's plain Debezium JSON change events collected in Arrow, in bulk.
+
+The record path (``SliceCollector``) builds Python objects for every record, which costs about ten times
+what parsing the JSON costs. For the common case (JsonConverter output of c/r/u/d events, compact
+JSON, no TOASTed placeholder, keys of scalars) the lane instead runs the bulk form of each role on a
+whole topic: decode (``connector.debezium.bulk_json``), mark (``marking.mark_parsed``), type
+(``connector.debezium.bulk_types``, and ``connector.debezium.schemaless`` for schemaless JSON), then the
+shared column order and facts (``table_buffer.column_order``, ``pieces.piece_facts``). This module only
+chooses the topics and runs those steps.
+
+The lane takes a topic only when it can produce exactly the piece the record path would. Anything a step
+does not handle (noise other than tombstones, truncates, keys it cannot check, placeholders, values that
+do not parse or convert, ``keep-last`` tables, a second topic for the same table) declines the topic
+(``BulkDeclined``) and leaves it to the record path whole, so decode errors, dead letters and stopped
+tables stay the record path's alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connector.collect.marking import MarkerSpec, holds_placeholder, mark_parsed
+from connector.collect.ordering import offsets_ascending
+from connector.collect.pieces import CollectContext, Collected, TablePiece, piece_facts
+from connector.collect.table_buffer import column_order, established_type, marked_table
+from connector.config import TableSettings
+from connector.debezium import bulk_json
+from connector.debezium.bulk_types import converted, parse_type
+from connector.debezium.envelope import EnvelopeDecoder
+from connector.debezium.schemaless import arrow_row_columns, used_columns
+from connector.debezium.types import ColumnType, ConversionError, type_policy
+from connector.errors import BulkDeclined, decline
+from connector.events import KafkaRecord
+from connector.landing_zone import TableRef, table_for_topic
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LaneResult:
+    """What the lane collected, and the records it left for the row path."""
+
+    rest: pa.Table
+    collected: Collected = field(default_factory=Collected)
+    topics: list[str] = field(default_factory=list)  # the topics the lane took
+
+
+def collect_in_lane(context: CollectContext, table: pa.Table, *, enabled: bool = True) -> LaneResult:
+    """The lane's share of ``table``; with ``enabled`` false, everything is left to the row path."""
+    return ColumnarLane(context).collect(table) if enabled else LaneResult(rest=table)
+
+
+class ColumnarLane:
+    """Collects whole topics of a batch in Arrow; one instance per slice, reading only a ``CollectContext``."""
+
+    def __init__(self, context: CollectContext) -> None:
+        self.context = context
+        self.mirror = context.mirror
+        self._decoder = EnvelopeDecoder(type_policy(self.mirror))
+        self._replay_safe = self.mirror.replay_safe_inserts
+        self._marker_specs = {safe: MarkerSpec(safe) for safe in (False, True)}
+
+    def collect(self, table: pa.Table) -> LaneResult:
+        """Collect the topics of ``table`` (Kafka records as Arrow columns) that the lane can take.
+
+        ``rest`` holds the other records, in their order, for ``SliceCollector``.
+        """
+        result = LaneResult(rest=table)
+        if self.context.source.value_format != "json" or "value" not in table.column_names or not table.num_rows:
+            return result
+        topic_column = table.column("topic")
+        topics = [t for t in pc.unique(topic_column).to_pylist() if t is not None]
+        refs = {topic: table_for_topic(topic, self.mirror) for topic in topics}
+        topics_per_table = Counter(ref.id for ref in refs.values())
+        for topic in topics:
+            ref = refs[topic]
+            if topics_per_table[ref.id] > 1 or not self._eligible(topic, ref):
+                continue
+            records = table if len(topics) == 1 else table.filter(pc.equal(topic_column, topic))
+            try:
+                piece, tombstones = self._collect_topic(topic, ref, records)
+            except BulkDeclined as declined:
+                log.debug("topic %s goes to the record path: %s", topic, declined.reason)
+                continue
+            result.collected.pieces[ref.id] = piece
+            result.collected.records += records.num_rows
+            if tombstones:
+                result.collected.skipped.add("tombstone", tombstones)
+            result.topics.append(topic)
+        if result.topics:
+            result.rest = table.filter(pc.invert(pc.is_in(topic_column, pa.array(result.topics, pa.string()))))
+        return result
+
+    def _eligible(self, topic: str, ref: TableRef) -> bool:
+        settings = self.mirror.table_settings(topic)
+        if (settings.toast_policy or self.mirror.toast_policy) == "keep-last":
+            return False  # the TOAST store remembers every row: the row path keeps it
+        if topic.startswith("__debezium-heartbeat") or ref.id in self.context.stopped:
+            return False
+        prefix = f"{ref.id}."
+        return not any(column.startswith(prefix) for column in self.mirror.decimal_columns)
+
+    # -- one topic ----------------------------------------------------------------------------------
+
+    def _collect_topic(self, topic: str, ref: TableRef, records: pa.Table) -> tuple[TablePiece, int]:
+        tombstone = pc.fill_null(pc.equal(pc.binary_length(records.column("value")), 0), True)
+        tombstones = pc.sum(tombstone).as_py() or 0
+        changes = records.filter(pc.invert(tombstone)) if tombstones else records
+        count = changes.num_rows
+        if not count:
+            decline("no change event")
+        partitions = changes.column("partition").to_numpy()
+        offsets = changes.column("offset").to_numpy()
+        if not offsets_ascending(partitions, offsets):
+            decline("a partition's offsets go backwards")
+        first = KafkaRecord(topic, int(partitions[0]), int(offsets[0]), changes.column("key")[0].as_py(), None)
+        # Decode.
+        payloads, columns = bulk_json.payloads(self._decoder, changes.column("value"), first)
+        key_fields = bulk_json.key_fields(changes.column("key"), first)
+        key_columns = self._key_columns(ref, key_fields, self.mirror.table_settings(topic))
+        lines = bulk_json.payload_lines(payloads, count)
+        row_columns = self._row_columns(ref, columns)
+        inferring = row_columns is None
+        if row_columns is None:
+            # Rows declared as structs of no known column: Arrow infers their columns.
+            inferred = bulk_json.read_json(lines, bulk_json.envelope_schema(pa.struct([])))
+            sides = (table.schema.field(side).type for table in inferred for side in ("before", "after"))
+            row_columns = arrow_row_columns(sides, bulk_json.first_row_columns(payloads[0].as_py(), first))
+        row_type = pa.struct([pa.field(name, parse_type(name, ctype)) for name, ctype in row_columns.items()])
+        parsed = bulk_json.parse_envelopes(lines, row_type)
+        # Mark.
+        if holds_placeholder(parsed, self.mirror.unavailable_value_placeholder):
+            decline("a value is an unavailable (TOASTed) placeholder")
+        spec = self._marker_specs[self._replay_safe or ref.id in self.context.upsert_tables]
+        markers, rows = mark_parsed(parsed, list(row_columns), key_columns, spec)
+        # Type.
+        if inferring:
+            row_columns = used_columns(row_columns, rows)
+        arrow = self._table(ref, rows, markers, row_columns, columns)
+        facts = piece_facts(parsed.column("op"), parsed.column("ts_ms"), parsed.column("connector"))
+        piece = TablePiece(
+            ref=ref, key_columns=key_columns, table=arrow, first=(topic, first.partition, first.offset), facts=facts
+        )
+        return piece, tombstones
+
+    def _key_columns(self, ref: TableRef, key_fields: tuple[str, ...], settings: TableSettings) -> tuple[str, ...]:
+        if settings.key_columns:
+            return tuple(settings.key_columns)
+        return key_fields or self.context.key_columns.get(ref.id, ())
+
+    def _row_columns(self, ref: TableRef, columns: Mapping[str, ColumnType] | None) -> dict[str, ColumnType] | None:
+        """Each row column's type: the schema's, for schemaless JSON the established one, else None (infer)."""
+        if columns is not None:
+            return dict(columns)
+        established = self.context.established.get(ref.id)
+        if established is None:
+            return None
+        return {name: established_type(established.field(name).type) for name in established.names}
+
+    def _table(
+        self,
+        ref: TableRef,
+        rows: Mapping[str, pa.Array],
+        markers: np.ndarray,
+        row_columns: Mapping[str, ColumnType],
+        schema_columns: Mapping[str, ColumnType] | None,
+    ) -> pa.Table:
+        """The piece's table, with ``TableBatch.to_arrow``'s column order, types and conversions."""
+        established = self.context.established.get(ref.id)
+        names = column_order(established, row_columns)
+        arrays: list[pa.Array] = []
+        fields: list[pa.Field] = []
+        size = len(markers)
+        for name in names:
+            ctype = (schema_columns or {}).get(name)
+            if ctype is None and established is not None and name in established.names:
+                ctype = established_type(established.field(name).type)
+            if ctype is None:
+                ctype = row_columns[name]
+            raw = rows.get(name)
+            try:
+                arrays.append(converted(raw, ctype, size))
+            except (ConversionError, pa.ArrowException) as exc:
+                decline(f"column {name!r} does not convert: {exc}")
+            fields.append(pa.field(name, ctype.arrow, nullable=True))
+        return marked_table(fields, arrays, markers)

@@ -1,0 +1,322 @@
+"""Decode and mark one slice of a batch: Kafka records in, one marked Arrow table per landing-zone table out.
+
+This is the per-record half of the core. It only reads state (``CollectContext``), so it runs where
+the records are: in Spark's Python workers, once per Kafka-partition slice of a micro-batch, or
+in-process for ``convert``. The driver then merges the slices' ``TablePiece`` objects, assigns file
+numbers, publishes and commits (``connector.sink``).
+
+The one stateful feature, the ``keep-last`` TOAST store, needs every earlier batch's values, which only
+the driver holds: with ``defer_keep_last`` the records of such tables come back untouched in
+``Collected.deferred`` and the driver collects them itself with its stores.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+from connector.collect.marking import RowMarkerMapper, ToastStores
+from connector.collect.ordering import Position, position_order
+from connector.collect.pieces import CollectContext, Collected, PieceFacts, TablePiece, piece_facts
+from connector.collect.poison import DeadLetter, poison_policy
+from connector.collect.table_buffer import DeclaredDecimal, TableBatch
+from connector.config import TableSettings, parse_precision_scale
+from connector.debezium.decoder import open_decoder
+from connector.debezium.envelope import ChangeEvent, Noise
+from connector.debezium.types import ConversionError, type_policy
+from connector.errors import DecodeError, TableStopped, rebuild_hint
+from connector.events import KafkaRecord, Op
+from connector.landing_zone import TableRef, table_for_topic
+
+log = logging.getLogger(__name__)
+
+# Compared with once a record: bound once (see ``Op``).
+_TRUNCATE = Op.TRUNCATE
+
+
+class _Open:
+    """A table being collected: rows so far and its mapper."""
+
+    def __init__(self, batch: TableBatch, mapper: RowMarkerMapper, ref: TableRef, first: Position) -> None:
+        self.batch = batch
+        self.mapper = mapper
+        self.ref = ref
+        self.first = first
+
+
+class _Events:
+    """A table's events in the slice, as columns for ``piece_facts``: op, source time and connector of each."""
+
+    def __init__(self) -> None:
+        self.ops: list[str] = []
+        self.ts_ms: list[int | None] = []
+        self.connectors: list[str | None] = []
+
+    def add(self, event: ChangeEvent) -> None:
+        self.ops.append(event.op)
+        self.ts_ms.append(event.ts_ms)
+        connector = event.source.get("connector")
+        self.connectors.append(str(connector) if connector else None)
+
+    def facts(self) -> PieceFacts:
+        return piece_facts(
+            pa.array(self.ops, pa.string()), pa.array(self.ts_ms, pa.int64()), pa.array(self.connectors, pa.string())
+        )
+
+
+class SliceCollector:
+    """Decodes records and marks their rows, per table; one instance per slice."""
+
+    def __init__(self, context: CollectContext, toast_stores: ToastStores | None = None) -> None:
+        self.context = context
+        self.mirror = context.mirror
+        self._decoder = open_decoder(context.source, type_policy(self.mirror))
+        self._toast_stores = toast_stores
+        self._topics: dict[str, tuple[TableRef, TableSettings, bool]] = {}
+        self._dead_letter: set[str] = set()
+
+    def _topic(self, topic: str) -> tuple[TableRef, TableSettings, bool]:
+        """Table, overrides and whether the table is deferred, once per topic (this is on the per-record path)."""
+        known = self._topics.get(topic)
+        if known is None:
+            settings = self.mirror.table_settings(topic)
+            keep_last = (settings.toast_policy or self.mirror.toast_policy) == "keep-last"
+            deferred = keep_last and self._toast_stores is None
+            ref = table_for_topic(topic, self.mirror)
+            if poison_policy(self.mirror, topic) == "dead-letter":
+                self._dead_letter.add(ref.id)
+            known = self._topics[topic] = (ref, settings, deferred)
+        return known
+
+    def collect(self, records: Iterable[KafkaRecord]) -> Collected:
+        """Decode and mark ``records`` (one slice, in Kafka order per partition)."""
+        out = Collected()
+        tables: dict[str, _Open] = {}
+        events: dict[str, _Events] = {}
+        refs: dict[str, TableRef] = {}
+        recreated: dict[str, Position] = {}
+        last_offsets: dict[tuple[str, int], int] = {}
+        unordered: set[str] = set()
+        stopped = out.stopped
+        already_stopped = self.context.stopped
+        for record in records:
+            out.records += 1
+            ref, settings, deferred = self._topic(record.topic)
+            if deferred:
+                out.deferred.append(record)
+                continue
+            try:
+                decoded = self._decoder.decode(record)
+            except DecodeError as exc:
+                out.skipped.add("malformed")
+                if ref.id in self._dead_letter:
+                    out.poison.append(DeadLetter.from_record(record, ref.id, exc))
+                    continue
+                if ref.id not in stopped and ref.id not in already_stopped:
+                    stopped[ref.id] = str(exc)
+                    out.stopped_refs[ref.id] = ref
+                    log.error("table %s stopped: %s", ref.id, exc)
+                continue
+            if isinstance(decoded, Noise):
+                out.skipped.add(decoded.kind)
+                continue
+            tid = ref.id
+            if tid in stopped or tid in already_stopped:
+                out.skipped.add("table_stopped")
+                continue
+            op = decoded.op
+            seen = events.get(tid)
+            if seen is None:
+                seen = events[tid] = _Events()
+                refs[tid] = ref
+            seen.add(decoded)
+            try:
+                if op == _TRUNCATE:
+                    self._truncate(tid, decoded, settings, tables, recreated, out)
+                    continue
+                table = tables.get(tid)
+                if table is None:
+                    table = tables[tid] = self._open(tid, ref, decoded, settings)
+                batch = table.batch
+                if decoded.key_fields != batch.key_columns and not settings.key_columns:
+                    _key_changed(batch, decoded)
+                if decoded.columns is not None:
+                    batch.merge_columns(decoded.columns, record)
+                for marker, row in table.mapper.rows(decoded):
+                    batch.markers.append(marker)
+                    batch.rows.append(row)
+                    batch.records.append(record)
+                position = (record.topic, record.partition)
+                if last_offsets.get(position, -1) > record.offset:
+                    unordered.add(tid)
+                last_offsets[position] = record.offset
+            except TableStopped as exc:
+                stopped[tid] = exc.reason
+                out.stopped_refs[tid] = ref
+                log.error("%s", exc)
+                # Rows before the poison event stay: they are correct, and the mirror keeps them.
+        for tid, seen in events.items():
+            table = tables.get(tid)
+            if table is not None and tid in unordered:
+                _sort_by_position(table.batch)
+            out.pieces[tid] = self._piece(tid, refs[tid], table, seen.facts(), recreated.get(tid), out)
+        if stopped:
+            topic_of = {ref.id: topic for topic, (ref, _, _) in self._topics.items()}
+            out.stopped_topics = {tid: topic_of[tid] for tid in stopped if tid in topic_of}
+        return out
+
+    def _open(self, tid: str, ref: TableRef, event: ChangeEvent, settings: TableSettings) -> _Open:
+        key_columns = self._key_columns(tid, event, settings)
+        record = event.record
+        return _Open(
+            TableBatch(tid, key_columns),
+            self._mapper(tid, key_columns, event, settings),
+            ref,
+            (record.topic, record.partition, record.offset),
+        )
+
+    def _piece(
+        self,
+        tid: str,
+        ref: TableRef,
+        table: _Open | None,
+        facts: PieceFacts,
+        recreated_at: Position | None,
+        out: Collected,
+    ) -> TablePiece:
+        if table is None:  # only a truncate (recreate) or events that stopped the table before any row
+            return TablePiece(
+                ref=ref,
+                key_columns=self.context.key_columns.get(tid, ()),
+                table=None,
+                first=recreated_at or ("", 0, 0),
+                facts=facts,
+                recreate=recreated_at is not None,
+            )
+        batch = table.batch
+        arrow = self._to_arrow(tid, ref, batch, out)
+        return TablePiece(
+            ref=ref,
+            key_columns=batch.key_columns,
+            table=arrow,
+            first=recreated_at or table.first,
+            facts=facts,
+            recreate=recreated_at is not None,
+        )
+
+    def _to_arrow(self, tid: str, ref: TableRef, batch: TableBatch, out: Collected) -> pa.Table | None:
+        """The piece's Arrow table; under ``dead-letter`` a value that does not convert only loses its record."""
+        while len(batch):
+            try:
+                return batch.to_arrow(self.context.established.get(tid), self._declared_decimals(ref))
+            except TableStopped as exc:
+                cause = exc.__cause__
+                if tid not in self._dead_letter or not isinstance(cause, ConversionError):
+                    out.stopped[tid] = exc.reason
+                    out.stopped_refs[tid] = ref
+                    log.error("%s", exc)
+                    return None
+                bad = batch.records[cause.row]
+                out.poison.append(DeadLetter.from_record(bad, tid, exc.reason))
+                out.skipped.add("malformed")
+                # Every row of that record goes (an update changing the key made two).
+                kept = [i for i, record in enumerate(batch.records) if record is not bad]
+                batch.rows = [batch.rows[i] for i in kept]
+                batch.markers = [batch.markers[i] for i in kept]
+                batch.records = [batch.records[i] for i in kept]
+        return None
+
+    def _truncate(
+        self,
+        tid: str,
+        event: ChangeEvent,
+        settings: TableSettings,
+        tables: dict[str, _Open],
+        recreated: dict[str, Position],
+        out: Collected,
+    ) -> None:
+        policy = settings.truncate_policy or self.mirror.truncate_policy
+        if policy == "ignore":
+            out.skipped.add("truncate")
+            return
+        if policy == "recreate":
+            # Everything before the truncate is gone in the source too; the folder starts again.
+            tables.pop(tid, None)
+            record = event.record
+            recreated[tid] = (record.topic, record.partition, record.offset)
+            if self._toast_stores is not None:
+                self._toast_stores.reset(tid)
+            log.warning(
+                "%s: truncate: table %s folder will be recreated (data lost until re-snapshot)", record.position, tid
+            )
+            return
+        raise TableStopped(
+            tid,
+            f"{event.record.position}: the source table was truncated and open mirroring has no truncate marker; "
+            "set truncate_policy to 'recreate' (drops and recreates the folder) or 'ignore', then "
+            f"{rebuild_hint(tid)}",
+        )
+
+    def _key_columns(self, tid: str, event: ChangeEvent, settings: TableSettings) -> tuple[str, ...]:
+        if settings.key_columns:
+            return tuple(settings.key_columns)
+        if event.key_fields:
+            return event.key_fields
+        known = self.context.key_columns.get(tid)
+        if known:
+            return known
+        raise TableStopped(
+            tid,
+            f"{event.record.position}: the event has no key, so updates and deletes cannot be mirrored; "
+            f"give the table a primary key or set mirror.tables[{event.record.topic!r}].key_columns",
+        )
+
+    def _mapper(
+        self, tid: str, key_columns: tuple[str, ...], event: ChangeEvent, settings: TableSettings
+    ) -> RowMarkerMapper:
+        policy = settings.toast_policy or self.mirror.toast_policy
+        store = None
+        if policy == "keep-last" and self._toast_stores is not None:
+            store = self._toast_stores.get(tid)
+        toastable = None
+        if event.columns is not None:
+            toastable = frozenset(name for name, ctype in event.columns.items() if ctype.toastable)
+        return RowMarkerMapper(
+            tid,
+            key_columns,
+            replay_safe_inserts=self.mirror.replay_safe_inserts or tid in self.context.upsert_tables,
+            toast_policy=policy,
+            placeholder=self.mirror.unavailable_value_placeholder,
+            toastable_columns=toastable,
+            toast_store=store,
+        )
+
+    def _declared_decimals(self, ref: TableRef) -> dict[str, DeclaredDecimal]:
+        """The table's columns declared in ``mirror.decimal_columns``: (precision, scale, setting name)."""
+        prefix = f"{ref.id}."
+        out = {}
+        for column, spec in self.mirror.decimal_columns.items():
+            if column.startswith(prefix):
+                where = f"mirror.decimal_columns[{column!r}]"
+                precision, scale = parse_precision_scale(spec, where)
+                out[column[len(prefix) :]] = DeclaredDecimal(precision, scale, f"{where} ({spec!r})")
+        return out
+
+
+def _key_changed(batch: TableBatch, event: ChangeEvent) -> None:
+    if event.key_fields:
+        raise TableStopped(
+            batch.table_id,
+            f"{event.record.position}: key columns changed from {list(batch.key_columns)} to "
+            f"{list(event.key_fields)}; keyColumns can never change: {rebuild_hint(batch.table_id)}",
+        )
+
+
+def _sort_by_position(batch: TableBatch) -> None:
+    """Restore (partition, offset) order when the input interleaved a partition out of order."""
+    order = position_order([(r.topic, r.partition, r.offset) for r in batch.records])
+    batch.rows = [batch.rows[i] for i in order]
+    batch.markers = [batch.markers[i] for i in order]
+    batch.records = [batch.records[i] for i in order]

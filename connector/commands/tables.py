@@ -1,0 +1,150 @@
+"""``tables`` and ``rebuild``: what each mirrored table is doing, and asking for a table's rebuild.
+
+Both read the ledger in the checkpoint folder without taking the writer fence, so they work beside the
+running connector: ``rebuild`` only leaves a request there, which the connector holding the fence
+carries out (``connector.operate.rebuild``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from connector.errors import ConfigError
+from connector.operate.rebuild import request_rebuild
+from connector.publish.ledger import STATE_FILE, BatchLedger, TableState
+from connector.publish.table_stops import SNAPSHOT_REQUESTED, is_rebuilding
+from connector.storage.base import Storage
+
+#: How often ``rebuild --wait`` looks at the ledger.
+WAIT_POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class TableLine:
+    """One table as ``tables`` shows it."""
+
+    table: str
+    state: str
+    reason: str | None
+    last_file: int
+    files: int
+    rows: int
+    last_batch: str | None
+    fabric_state: str | None = None
+    fabric_rows: int | None = None
+
+    def text(self) -> str:
+        """The human line."""
+        parts = [
+            f"{self.table}",
+            f"state={self.state}",
+            f"last_file={self.last_file}",
+            f"files={self.files}",
+            f"rows={self.rows}",
+            f"last_batch={self.last_batch or '-'}",
+        ]
+        if self.fabric_state is not None:
+            parts.append(f"fabric={self.fabric_state}")
+            if self.fabric_rows is not None:
+                parts.append(f"fabric_rows={self.fabric_rows}")
+        if self.reason:
+            parts.append(f"reason={self.reason}")
+        return "  ".join(parts)
+
+
+def table_state_word(table: TableState) -> str:
+    """running, stopped, rebuilding:<phase>, or running (the rebuilt table once its snapshot was asked for)."""
+    if is_rebuilding(table):
+        return f"rebuilding:{table.rebuild}"
+    if table.stopped:
+        return "stopped"
+    return "running"
+
+
+def table_lines(ledger: BatchLedger, fabric: Mapping[str, Any] | None = None) -> list[TableLine]:
+    """One line per table of the ledger, with Fabric's state when ``fabric`` (its status by table id) is given."""
+    lines = []
+    for tid, table in sorted(ledger.state.tables.items()):
+        reason = table.stopped
+        if table.rebuild == SNAPSHOT_REQUESTED and not table.stopped:
+            reason = f"rebuilt {_iso(table.rebuild_at)} (was: {table.rebuild_reason})"
+        status = fabric.get(tid) if fabric is not None else None
+        lines.append(
+            TableLine(
+                table=tid,
+                state=table_state_word(table),
+                reason=reason,
+                last_file=table.next_number - 1,
+                files=table.files_published,
+                rows=table.rows_published,
+                last_batch=_iso(table.last_published_at),
+                fabric_state=None if fabric is None else str(getattr(status, "state", "absent")),
+                fabric_rows=getattr(status, "processed_rows", None) if status else None,
+            )
+        )
+    return lines
+
+
+def tables_command(checkpoint: Storage, *, as_json: bool, fabric: Mapping[str, Any] | None = None) -> int:
+    """Print the tables; exit 0, or 1 when a table is stopped (for scripts), 2 when there is no ledger."""
+    ledger = _ledger(checkpoint)
+    lines = table_lines(ledger, fabric)
+    for line in lines:
+        print(orjson.dumps(line.__dict__).decode() if as_json else line.text())
+    if not lines and not as_json:
+        print("no table published yet")
+    return 1 if any(line.state == "stopped" for line in lines) else 0
+
+
+def rebuild_command(
+    checkpoint: Storage,
+    table_id: str,
+    *,
+    wait_s: float = 0.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Request a rebuild of ``table_id``; with ``wait_s``, wait until the connector asked Debezium to re-snapshot."""
+    ledger = _ledger(checkpoint)
+    if table_id not in ledger.state.tables:
+        known = ", ".join(sorted(ledger.state.tables)) or "none"
+        msg = f"no table {table_id} in the ledger at {checkpoint.url}/{STATE_FILE} (tables: {known})"
+        raise ConfigError(msg)
+    request = request_rebuild(checkpoint, table_id)
+    print(
+        f"rebuild of {table_id} requested ({request.id}): the running connector deletes its folder, waits until "
+        "Fabric dropped the table, then asks Debezium for an incremental snapshot; follow it with `tables`"
+    )
+    if wait_s <= 0:
+        return 0
+    deadline = clock() + wait_s
+    while clock() < deadline:
+        table = BatchLedger(checkpoint).state.tables.get(table_id)
+        if table is not None and table.rebuild_request == request.id and table.rebuild == SNAPSHOT_REQUESTED:
+            print(f"{table_id}: folder recreated, Debezium snapshot requested")
+            return 0
+        sleep(WAIT_POLL_S)
+    table = BatchLedger(checkpoint).state.tables.get(table_id)
+    where = table_state_word(table) if table is not None and table.rebuild_request == request.id else "not taken yet"
+    print(f"{table_id}: rebuild not through after {wait_s:.0f} s ({where}); is the connector running?")
+    return 1
+
+
+def _ledger(checkpoint: Storage) -> BatchLedger:
+    ledger = BatchLedger(checkpoint)
+    if not ledger.has_state:
+        msg = f"no ledger at {checkpoint.url}/{STATE_FILE}: is this the connector's checkpoint folder?"
+        raise ConfigError(msg)
+    return ledger
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,1 @@
+"""Beside the flow: rebuilds, dead letters, source-settings checks, Fabric status, health and metrics."""

@@ -1,0 +1,305 @@
+"""Prometheus instruments (declared once, low-cardinality labels) and the /metrics /healthz /readyz server.
+
+Labels are tables, ops, skip kinds and Kafka topic-partitions: bounded by the source database's
+schema, never by data.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+
+from connector import __version__
+from connector.errors import ConfigError
+from connector.operate.fabric_status import FabricTableStatus
+from connector.publish.batch_result import BatchResult
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+EVENTS = Counter(
+    "cdc_mirror_events", "Change events decoded, by table and Debezium op.", ["table", "op"], registry=REGISTRY
+)
+ROWS = Counter("cdc_mirror_rows_published", "Rows published to the landing zone.", ["table"], registry=REGISTRY)
+FILES = Counter("cdc_mirror_files_published", "Data files published to the landing zone.", ["table"], registry=REGISTRY)
+BYTES = Counter("cdc_mirror_bytes_published", "Bytes of data files published.", ["table"], registry=REGISTRY)
+BATCH_DURATION = Histogram(
+    "cdc_mirror_batch_duration_seconds",
+    "Wall time of one micro-batch in the sink.",
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+    registry=REGISTRY,
+)
+BATCHES = Counter("cdc_mirror_batches", "Micro-batches by outcome (committed, failed).", ["outcome"], registry=REGISTRY)
+LAST_COMMIT = Gauge(
+    "cdc_mirror_last_batch_committed_timestamp_seconds", "Unix time of the last committed batch.", registry=REGISTRY
+)
+BATCH_LAG = Gauge(
+    "cdc_mirror_batch_lag_seconds", "Now minus the newest source ts_ms in the last batch.", registry=REGISTRY
+)
+OFFSETS_BEHIND = Gauge(
+    "cdc_mirror_kafka_offsets_behind",
+    "Kafka offsets not yet processed, per topic-partition.",
+    ["topic", "partition"],
+    registry=REGISTRY,
+)
+SKIPPED = Counter(
+    "cdc_mirror_records_skipped", "Records that carry no row change, by kind.", ["kind"], registry=REGISTRY
+)
+TABLE_STOPPED = Gauge("cdc_mirror_table_stopped", "1 when a table is stopped.", ["table"], registry=REGISTRY)
+TABLES_STOPPED = Gauge("cdc_mirror_tables_stopped", "Number of stopped tables.", registry=REGISTRY)
+TABLE_REBUILDING = Gauge(
+    "cdc_mirror_table_rebuilding",
+    "1 while a table's rebuild waits (folder deleted, Fabric not done with it yet), else 0.",
+    ["table"],
+    registry=REGISTRY,
+)
+PUBLISH_ERRORS = Counter(
+    "cdc_mirror_publish_errors",
+    "Failed publish attempts (batches that raised), by table when known.",
+    ["table"],
+    registry=REGISTRY,
+)
+DEAD_LETTERS = Counter(
+    "cdc_mirror_dead_letters",
+    "Poison records sent to the dead-letter output (poison_policy dead-letter), by table.",
+    ["table"],
+    registry=REGISTRY,
+)
+READY = Gauge("cdc_mirror_ready", "1 while /readyz answers 200 (see HealthState).", registry=REGISTRY)
+KAFKA_REACHABLE = Gauge(
+    "cdc_mirror_kafka_reachable",
+    "1 while the driver's periodic metadata request reaches a Kafka broker (metrics.broker_check_s).",
+    registry=REGISTRY,
+)
+FABRIC_TABLE_STATE = Gauge(
+    "cdc_mirror_fabric_table_state",
+    "1 for the state Fabric's mirroring reports for the table (fabric_status); one series per table.",
+    ["table", "state"],
+    registry=REGISTRY,
+)
+FABRIC_TABLE_FAILED = Gauge(
+    "cdc_mirror_fabric_table_failed",
+    "1 while Fabric reports the table Failed (or Error).",
+    ["table"],
+    registry=REGISTRY,
+)
+FABRIC_PROCESSED_ROWS = Gauge(
+    "cdc_mirror_fabric_processed_rows", "Rows Fabric reports it has applied to the table.", ["table"], registry=REGISTRY
+)
+# Registered with the first read (record_fabric_status): without a Fabric status source there is no series,
+# rather than a 0 that would read as "unreadable".
+FABRIC_STATUS_READABLE = Gauge(
+    "cdc_mirror_fabric_status_readable", "1 when the last read of Fabric's status succeeded, else 0.", registry=None
+)
+SOURCE_LOSSY_SETTINGS = Gauge(
+    "cdc_mirror_source_lossy_settings",
+    "Debezium connector settings found at start that lose data silently (source.debezium_connect_url; "
+    "0 when none or not checked).",
+    registry=REGISTRY,
+)
+BUILD_INFO = Gauge("cdc_mirror_build_info", "Connector version.", ["version"], registry=REGISTRY)
+BUILD_INFO.labels(__version__).set(1)
+# Series that exist from the start read as 0 rather than "no data" in dashboards and alerts.
+for _outcome in ("committed", "failed"):
+    BATCHES.labels(_outcome)
+for _kind in (
+    "tombstone",
+    "heartbeat",
+    "transaction",
+    "schema_change",
+    "message",
+    "malformed",
+    "table_stopped",
+    "truncate",
+):
+    SKIPPED.labels(_kind)
+
+
+def record_batch(result: BatchResult, now: float | None = None) -> None:
+    """Count one committed batch."""
+    now = time.time() if now is None else now
+    for table, entry in result.tables.items():
+        PUBLISH_ERRORS.labels(table)
+        for op, count in entry.events.items():
+            EVENTS.labels(table, op).inc(count)
+        if entry.rows:
+            ROWS.labels(table).inc(entry.rows)
+        if entry.files:
+            FILES.labels(table).inc(entry.files)
+            BYTES.labels(table).inc(entry.bytes)
+    for kind, count in result.skipped.by_kind.items():
+        SKIPPED.labels(kind).inc(count)
+    for table, count in result.dead_letters.items():
+        DEAD_LETTERS.labels(table).inc(count)
+    BATCH_DURATION.observe(result.duration_s)
+    BATCHES.labels("committed").inc()
+    LAST_COMMIT.set(now)
+    if result.max_source_ts_ms is not None:
+        BATCH_LAG.set(max(0.0, now - result.max_source_ts_ms / 1000))
+
+
+class TableStates(Protocol):
+    """What the table gauges read of the sink."""
+
+    @property
+    def table_ids(self) -> Iterable[str]:
+        """Every table the ledger knows."""
+
+    @property
+    def stopped_tables(self) -> Mapping[str, str]:
+        """Stopped tables, with the reason."""
+
+    @property
+    def rebuilding_tables(self) -> Mapping[str, str]:
+        """Tables being rebuilt, with the phase."""
+
+
+def set_table_states(sink: TableStates) -> None:
+    """Publish every table's stopped and rebuilding flags (a rebuilt table goes back to 0 on both)."""
+    stopped, rebuilding = sink.stopped_tables, sink.rebuilding_tables
+    for table in sink.table_ids:
+        TABLE_STOPPED.labels(table).set(1 if table in stopped else 0)
+        TABLE_REBUILDING.labels(table).set(1 if table in rebuilding else 0)
+    TABLES_STOPPED.set(len(stopped))
+
+
+def record_offsets_behind(behind: Iterable[tuple[str, int, int]]) -> None:
+    """Set offsets-behind per (topic, partition, offsets)."""
+    for topic, partition, count in behind:
+        OFFSETS_BEHIND.labels(topic, str(partition)).set(count)
+
+
+_fabric_lock = threading.Lock()
+_fabric_states: dict[str, str] = {}
+_fabric_registered = False
+
+
+def record_fabric_status(tables: Mapping[str, FabricTableStatus] | None) -> None:
+    """Publish one read of Fabric's status (``connector.operate.fabric_status``); ``None`` when it was unreadable.
+
+    A table's old state series is removed when its state changes, and all its series when Fabric no longer
+    lists it. An unreadable status only sets ``cdc_mirror_fabric_status_readable`` to 0: the tables keep
+    their last known values, so a failed table stays visible (and alerting) while the API is down.
+    """
+    global _fabric_registered
+    with _fabric_lock:
+        if not _fabric_registered:
+            REGISTRY.register(FABRIC_STATUS_READABLE)
+            _fabric_registered = True
+        FABRIC_STATUS_READABLE.set(0 if tables is None else 1)
+        if tables is None:
+            return
+        for table in set(_fabric_states) - set(tables):
+            FABRIC_TABLE_STATE.remove(table, _fabric_states.pop(table))
+            FABRIC_TABLE_FAILED.remove(table)
+            FABRIC_PROCESSED_ROWS.remove(table)
+        for table, status in tables.items():
+            previous = _fabric_states.get(table)
+            if previous is not None and previous != status.state:
+                FABRIC_TABLE_STATE.remove(table, previous)
+            _fabric_states[table] = status.state
+            FABRIC_TABLE_STATE.labels(table, status.state).set(1)
+            FABRIC_TABLE_FAILED.labels(table).set(1 if status.failed else 0)
+            if status.processed_rows is None:
+                FABRIC_PROCESSED_ROWS.remove(table)
+            else:
+                FABRIC_PROCESSED_ROWS.labels(table).set(status.processed_rows)
+
+
+class HealthState:
+    """What /healthz and /readyz report: alive once started; ready while the job makes progress.
+
+    Ready means: the query runs, the last batch succeeded, a Kafka broker answers, and the job is not
+    stalled (offsets behind, yet no batch completed for ``stall_after_s``). During a broker outage Spark's
+    Kafka source just waits, so without these checks a pod would look ready for as long as the outage lasts.
+    """
+
+    def __init__(self, stall_after_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ready = False
+        self.reason = "starting"
+        self.stall_after_s = stall_after_s
+        self._clock = clock
+        self._last_progress = clock()
+        self._offsets_behind = 0
+        self._broker_problem: str | None = None
+
+    def set(self, ready: bool, reason: str) -> None:
+        """Change readiness; a successful batch also counts as progress."""
+        self.ready = ready
+        self.reason = reason
+        if ready:
+            self._last_progress = self._clock()
+
+    def offsets_behind(self, total: int) -> None:
+        """The Kafka backlog from the query's last progress report."""
+        self._offsets_behind = total
+
+    def broker(self, problem: str | None) -> None:
+        """The broker check's outcome: ``None`` when a broker answered, else what went wrong."""
+        self._broker_problem = problem
+        KAFKA_REACHABLE.set(0 if problem else 1)
+
+    def status(self) -> tuple[bool, str]:
+        """(ready, reason) as /readyz reports it now."""
+        if not self.ready:
+            return False, self.reason
+        if self._broker_problem is not None:
+            return False, f"kafka unreachable: {self._broker_problem}"
+        idle = self._clock() - self._last_progress
+        if self.stall_after_s is not None and self._offsets_behind and idle > self.stall_after_s:
+            return False, (
+                f"stalled: {self._offsets_behind} offsets behind and no batch completed for {idle:.0f}s "
+                f"(metrics.stall_after_s={self.stall_after_s:g})"
+            )
+        return True, self.reason
+
+
+def metrics_port_problem(port: int, exc: OSError) -> str:
+    """One line for a metrics port that cannot be bound, naming the port and the settings that choose it."""
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"metrics.port {port} is already in use by another process; choose another "
+            "(--metrics-port, CONNECTOR_METRICS__PORT) or 0 to turn the endpoint off"
+        )
+    return f"metrics.port {port} cannot be listened on: {exc.strerror or type(exc).__name__}"
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+        """Scrapes are not worth a log line each."""
+
+
+def serve(port: int, health: HealthState, host: str = "0.0.0.0") -> WSGIServer:  # noqa: S104 - a pod's port
+    """Start the HTTP endpoint in a daemon thread; returns the server (``server_port`` is the bound port).
+
+    Raises:
+        ConfigError: The port is taken (or not ours to bind); the message names it.
+    """
+    metrics_app = make_wsgi_app(REGISTRY)
+    # Evaluated at each scrape, like /readyz, so a stall shows without waiting for the next batch.
+    READY.set_function(lambda: 1.0 if health.status()[0] else 0.0)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/healthz":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok\n"]
+        if path == "/readyz":
+            ready, reason = health.status()
+            status = "200 OK" if ready else "503 Service Unavailable"
+            start_response(status, [("Content-Type", "text/plain")])
+            return [f"{reason}\n".encode()]
+        result: Iterable[bytes] = metrics_app(environ, start_response)
+        return result
+
+    try:
+        server = make_server(host, port, app, handler_class=_QuietHandler)
+    except OSError as exc:
+        raise ConfigError(metrics_port_problem(port, exc)) from None
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+    return server

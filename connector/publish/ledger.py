@@ -1,0 +1,262 @@
+"""The batch ledger: the connector's checkpointed file counter.
+
+For each batch the sink stages its files, then writes a *plan* (which staged file becomes which
+numbered file, and the table state after the batch), then renames the files into place, then
+*commits* (replaces ``state.json`` and removes the plan). A crash anywhere leaves either no plan (the
+batch is redone from scratch; staged files are orphans and are removed) or a plan (which is completed
+exactly as written, whatever the replayed batch computes). So a file number is used once, files of a
+table are continuous, and a replayed batch id never publishes a second copy.
+
+The committed state also remembers, for the last ``SOURCE_HISTORY`` batches, the source offsets each
+one published (what Spark's offsets log held for it): a batch id is only "already published" when
+Spark's checkpoint still gives it the same offsets (``connector.publish.source_offsets``).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from connector.errors import LandingZoneCorrupt
+from connector.storage.base import Storage
+
+STATE_FILE = "ledger/state.json"
+PLANS_FOLDER = "ledger/plans"
+TOAST_FOLDER = "ledger/toast"
+_VERSION = 1
+#: Batches whose source offsets the state keeps. Spark keeps 100 offsets logs by default
+#: (``spark.sql.streaming.minBatchesToRetain``) and only ever re-runs the last one.
+SOURCE_HISTORY = 200
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What the ledger knows of one table after the last committed batch."""
+
+    folder: str
+    next_number: int = 1
+    key_columns: tuple[str, ...] = ()
+    schema: str | None = None  # base64 Arrow IPC schema of the data columns
+    incremental: bool = False  # a file with __rowMarker__ has been published
+    stopped: str | None = None
+    toast_snapshot: str | None = None  # checkpoint path of the keep-last store
+    topic: str | None = None  # the Kafka topic its events come from (a rebuild signals Debezium for it)
+    rows_published: int = 0
+    files_published: int = 0
+    last_published_at: float | None = None  # epoch seconds of the last batch that published a file
+    # A rebuild in progress (``connector.operate.rebuild``): its phase, when the phase began (epoch seconds),
+    # the request it serves, and why the table was stopped.
+    rebuild: str | None = None
+    rebuild_at: float | None = None
+    rebuild_request: str | None = None
+    rebuild_reason: str | None = None
+    automatic_rebuilds: int = 0
+
+    def arrow_schema(self) -> pa.Schema | None:
+        """The established column types, ``None`` before the first file."""
+        if self.schema is None:
+            return None
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.schema)))
+
+    def with_schema(self, schema: pa.Schema) -> TableState:
+        """A copy with ``schema`` established."""
+        encoded = base64.b64encode(schema.serialize().to_pybytes()).decode()
+        return replace(self, schema=encoded)
+
+
+@dataclass(frozen=True)
+class BatchSource:
+    """What one committed batch read from its source: Spark's offsets log lines for it, verbatim.
+
+    For Kafka a line is the end offsets JSON (``{"topic": {"0": 42}}``); the start is the previous
+    batch's end. For the file source it is the file log offset (``{"logOffset": 3}``).
+    """
+
+    batch_id: int
+    offsets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """The committed state: last batch id, every table's state, and the recent batches' source offsets."""
+
+    last_committed_batch: int = -1
+    tables: dict[str, TableState] = field(default_factory=dict)
+    sources: tuple[BatchSource, ...] = ()
+    # Kafka end offsets a new Spark checkpoint starts from (``run --resume-from-ledger``), until its first commit.
+    resume_offsets: str | None = None
+
+    def source(self, batch_id: int) -> BatchSource | None:
+        """The recorded source offsets of ``batch_id``, ``None`` when not recorded (or too old)."""
+        return next((s for s in self.sources if s.batch_id == batch_id), None)
+
+    def with_source(self, source: BatchSource) -> LedgerState:
+        """A copy recording ``source`` (replacing an entry of the same batch id), keeping the last few."""
+        kept = [s for s in self.sources if s.batch_id != source.batch_id]
+        kept.append(source)
+        kept.sort(key=lambda s: s.batch_id)
+        return replace(self, sources=tuple(kept[-SOURCE_HISTORY:]))
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "version": _VERSION,
+            "last_committed_batch": self.last_committed_batch,
+            "tables": {name: asdict(t) for name, t in sorted(self.tables.items())},
+            "sources": [{"batch_id": s.batch_id, "offsets": list(s.offsets)} for s in self.sources],
+            **({"resume_offsets": self.resume_offsets} if self.resume_offsets is not None else {}),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LedgerState:
+        """Parse the JSON form."""
+        tables = {}
+        for name, raw in data.get("tables", {}).items():
+            raw = dict(raw)
+            raw["key_columns"] = tuple(raw.get("key_columns", ()))
+            tables[name] = TableState(**raw)
+        sources = tuple(
+            BatchSource(int(s["batch_id"]), tuple(str(line) for line in s["offsets"])) for s in data.get("sources", ())
+        )
+        resume = data.get("resume_offsets")
+        return cls(int(data["last_committed_batch"]), tables, sources, None if resume is None else str(resume))
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One file of a plan: where it is staged, its final name, and what it must contain."""
+
+    table: str
+    number: int
+    staged: str
+    final: str
+    size: int
+    sha256: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Everything a batch will publish, written before the first rename."""
+
+    batch_id: int
+    files: tuple[PlannedFile, ...]
+    state: LedgerState
+    recreated: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "batch_id": self.batch_id,
+            "files": [asdict(f) for f in self.files],
+            "state": self.state.to_json(),
+            "recreated": list(self.recreated),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BatchPlan:
+        """Parse the JSON form."""
+        return cls(
+            int(data["batch_id"]),
+            tuple(PlannedFile(**f) for f in data["files"]),
+            LedgerState.from_json(data["state"]),
+            tuple(data.get("recreated", ())),
+        )
+
+
+class BatchLedger:
+    """Reads and writes the ledger in the checkpoint storage."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.has_state = False
+        self.state = self._load_state()
+
+    def _load_state(self) -> LedgerState:
+        try:
+            raw = self.storage.read_bytes(STATE_FILE)
+        except FileNotFoundError:
+            return LedgerState()
+        self.has_state = True
+        try:
+            return LedgerState.from_json(orjson.loads(raw))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            msg = (
+                f"{self.storage.url}/{STATE_FILE} is unreadable ({_first_line(exc)}); restore it from a backup "
+                "of the checkpoint, or start over with a new checkpoint and an emptied landing zone"
+            )
+            raise LandingZoneCorrupt(msg) from None
+
+    def pending_plans(self) -> list[BatchPlan]:
+        """Plans written but not committed, oldest first (at most one in normal operation)."""
+        plans = []
+        for info in self.storage.list_dir(PLANS_FOLDER):
+            if info.is_dir or not info.path.endswith(".json"):
+                continue
+            plan = self._read_plan(info.path)
+            if plan.batch_id <= self.state.last_committed_batch:
+                self.storage.delete(info.path)  # committed; the crash came before its plan was removed
+                continue
+            plans.append(plan)
+        return sorted(plans, key=lambda p: p.batch_id)
+
+    def _read_plan(self, path: str) -> BatchPlan:
+        try:
+            return BatchPlan.from_json(orjson.loads(self.storage.read_bytes(path)))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            # A plan is replaced atomically, so a damaged one was changed outside the connector: which of its
+            # files reached their numbered names is unknown, and guessing could leave a gap or a duplicate.
+            msg = (
+                f"{self.storage.url}/{path} (the plan of an interrupted batch) is unreadable "
+                f"({_first_line(exc)}); restore it from a backup of the checkpoint, or start over with a new "
+                "checkpoint and an emptied landing zone"
+            )
+            raise LandingZoneCorrupt(msg) from None
+
+    def write_plan(self, plan: BatchPlan) -> None:
+        """Persist ``plan`` before anything of it is published."""
+        self.storage.replace(_plan_path(plan.batch_id), orjson.dumps(plan.to_json()))
+
+    def commit(self, plan: BatchPlan) -> None:
+        """Make the plan's state the committed state, then drop the plan and stale TOAST snapshots."""
+        self.commit_state(plan.state)
+        self.storage.delete(_plan_path(plan.batch_id))
+
+    def commit_state(self, state: LedgerState) -> None:
+        """Replace the committed state atomically."""
+        previous = self.state
+        self.storage.replace(STATE_FILE, orjson.dumps(state.to_json(), option=orjson.OPT_INDENT_2))
+        self.state = state
+        live = {t.toast_snapshot for t in state.tables.values() if t.toast_snapshot}
+        for table in previous.tables.values():
+            if table.toast_snapshot and table.toast_snapshot not in live:
+                self.storage.delete(table.toast_snapshot)
+
+    def write_toast_snapshot(self, table_id: str, batch_id: int, data: bytes) -> str:
+        """Store a keep-last TOAST store for ``table_id`` as of ``batch_id``; returns its path."""
+        path = f"{TOAST_FOLDER}/{table_id}/{batch_id}.json"
+        live = {t.toast_snapshot for t in self.state.tables.values()}
+        # Batch ids restart after ``run --resume-from-ledger``: never overwrite the committed snapshot.
+        retry = 0
+        while path in live:
+            retry += 1
+            path = f"{TOAST_FOLDER}/{table_id}/{batch_id}-{retry}.json"
+        self.storage.replace(path, data)
+        return path
+
+    def read_toast_snapshot(self, path: str) -> bytes:
+        """Read a TOAST store snapshot written by ``write_toast_snapshot``."""
+        return self.storage.read_bytes(path)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _plan_path(batch_id: int) -> str:
+    return f"{PLANS_FOLDER}/{batch_id:020d}.json"

@@ -1,0 +1,143 @@
+"""Rename → verify: how a batch's staged files reach their numbered names without ever overwriting one.
+
+Publishing carries out a recorded plan (``connector.publish.ledger``), so a crash is recovered by carrying
+it out again; the ledger commits what was published. Staging the files is ``connector.publish.staging``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import replace
+
+from connector.config import MirrorSettings
+from connector.errors import LandingZoneCorrupt
+from connector.landing_zone import PROCESSED_FOLDERS, STAGED_PREFIX, discover_tables, parse_data_file_name
+from connector.publish.batch_result import BatchResult
+from connector.publish.ledger import BatchPlan, LedgerState, PlannedFile
+from connector.publish.table_stops import stop_or_rebuild
+from connector.storage.base import Storage, join
+
+log = logging.getLogger(__name__)
+
+
+def digest(data: bytes) -> str:
+    """Content hash recorded in the plan and checked when a destination already exists."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def highest_number(storage: Storage, folder: str) -> int:
+    """Highest data-file number in a table folder, its ``_ProcessedFiles`` and ``_FilesReadyToDelete``.
+
+    Open mirroring deletes processed files but keeps the last one, and moves processed files to those
+    folders, so the next number is one past the highest found anywhere (0 when none).
+    """
+    highest = 0
+    for sub in ("", *PROCESSED_FOLDERS):
+        for info in storage.list_dir(join(folder, sub)):
+            if info.is_dir:
+                continue
+            parsed = parse_data_file_name(info.path.rsplit("/", 1)[-1])
+            if parsed:
+                highest = max(highest, parsed[0])
+    return highest
+
+
+def remove_orphans(storage: Storage, folder: str, keep: set[str]) -> int:
+    """Delete staged files of batches that never reached a plan; returns how many."""
+    removed = 0
+    for info in storage.list_dir(folder):
+        name = info.path.rsplit("/", 1)[-1]
+        if not info.is_dir and name.startswith(STAGED_PREFIX) and info.path not in keep:
+            storage.delete(info.path)
+            removed += 1
+    return removed
+
+
+def publish_plan(storage: Storage, plan: BatchPlan, mirror: MirrorSettings, result: BatchResult) -> LedgerState:
+    """Publish every file of ``plan`` in order; the state to commit, with the tables that failed stopped.
+
+    A table whose file cannot be published (``LandingZoneCorrupt``) publishes none of its later files and is
+    stopped (or its rebuild begun); the other tables go on. What was published is counted in ``result``.
+    """
+    tables = dict(plan.state.tables)
+    failed: set[str] = set()
+    for planned in plan.files:
+        if planned.table in failed:
+            continue
+        try:
+            published = publish_file(storage, planned)
+        except LandingZoneCorrupt as exc:
+            failed.add(planned.table)
+            tables[planned.table] = stop_or_rebuild(tables[planned.table], str(exc), mirror)
+            result.stopped[planned.table] = str(exc)
+            log.error("table %s stopped: %s", planned.table, exc)
+            continue
+        if published:
+            entry = result.table(planned.table)
+            entry.files += 1
+            entry.rows += planned.rows
+            entry.bytes += planned.size
+    return plan.state if not failed else replace(plan.state, tables=tables)
+
+
+def table_folders(storage: Storage, state: LedgerState) -> list[str]:
+    """Every table folder: the ledger's, and those found in the landing zone (an earlier writer's too)."""
+    folders = {t.folder for t in state.tables.values()}
+    folders.update(table.folder for table in discover_tables(storage))
+    return sorted(folders)
+
+
+def remove_leftovers(storage: Storage, state: LedgerState) -> None:
+    """Delete interrupted uploads and unplanned staged files, once ``state`` committed every recorded plan."""
+    # Uploads a crash cut short (never renamed, so never visible to mirroring) go first.
+    for path in storage.cleanup_temporary():
+        log.info("removed an interrupted upload: %s", path)
+    for folder in table_folders(storage, state):
+        removed = remove_orphans(storage, folder, keep=set())
+        if removed:
+            log.info("removed %d staged files of an unplanned batch in %s", removed, folder)
+
+
+def publish_file(storage: Storage, planned: PlannedFile) -> bool:
+    """Move one staged file to its numbered name; returns ``False`` when it was already published.
+
+    Raises:
+        LandingZoneCorrupt: the numbered name holds other content, or neither file can be found.
+    """
+    try:
+        storage.rename_new(planned.staged, planned.final)
+        return True
+    except FileExistsError:
+        if _holds(storage, planned.final, planned):
+            storage.delete(planned.staged)  # link made, unlink lost to a crash: the file is ours
+            return False
+        msg = (
+            f"{storage.url}/{planned.final} already exists with other content; the connector never overwrites "
+            f"a numbered file (table {planned.table}): another writer is using this landing zone, or the "
+            "checkpoint was restored from an older copy"
+        )
+        raise LandingZoneCorrupt(msg) from None
+    except FileNotFoundError:
+        if storage.exists(planned.final) or _moved_by_mirroring(storage, planned.final):
+            return False  # renamed before a crash
+        if highest_number(storage, planned.final.rpartition("/")[0]) >= planned.number:
+            # Renamed before a crash, then processed and deleted by the mirroring service: it keeps only the
+            # last file, and a number this high exists only once this plan's renames (in order) reached it.
+            return False
+        msg = (
+            f"neither the staged file {storage.url}/{planned.staged} nor {planned.final} exists "
+            f"(table {planned.table}); the landing zone was changed outside the connector"
+        )
+        raise LandingZoneCorrupt(msg) from None
+
+
+def _holds(storage: Storage, path: str, planned: PlannedFile) -> bool:
+    if storage.size(path) != planned.size:
+        return False
+    return digest(storage.read_bytes(path)) == planned.sha256
+
+
+def _moved_by_mirroring(storage: Storage, final: str) -> bool:
+    folder, _, name = final.rpartition("/")
+    return any(storage.exists(join(folder, sub, name)) for sub in PROCESSED_FOLDERS)

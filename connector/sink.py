@@ -1,0 +1,336 @@
+"""The core's entry point and batch orchestrator: one batch of Kafka records in, numbered landing-zone files out.
+
+``MirrorSink.process_batch(batch_id, records)`` is what both ``convert`` and the streaming job's
+``foreachBatch`` call. A problem in one table (poison event, type change, truncate, TOAST placeholder,
+conflicting metadata) stops that table only; the batch goes on for the others.
+
+This module only orders the steps of a batch; each role is another module's:
+
+- collect (decode and mark, per slice): ``collect.slice`` (``lane``, ``record_path``), ``marking`` (TOAST);
+- order (a table's pieces joined): ``table_rows``; poison records out: ``deadletter``;
+- number: ``numbering`` (each table's next number) and ``ledger`` (plans, commits, TOAST snapshots);
+- encode and stage: ``staging`` (with ``encoding`` and ``metadata``);
+- publish and crash recovery: ``publisher``; stopped tables and rebuilds: ``rebuild``;
+- store: the ``Storage`` given for the landing zone and the checkpoint.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+import pyarrow as pa
+
+from connector.collect.marking import ToastStore, ToastStores
+from connector.collect.pieces import CollectContext, Collected
+from connector.collect.poison import DeadLetter, dead_letter_in_use
+from connector.collect.record_path import SliceCollector
+from connector.collect.slice import collect_slice
+from connector.config import MirrorSettings, SourceSettings
+from connector.errors import ConfigError, LandingZoneCorrupt, TableStopped
+from connector.events import KafkaRecord
+from connector.kcat import kcat_records_table
+from connector.landing_zone import TableRef
+from connector.operate.deadletter import DeadLetterWriter
+from connector.operate.rebuild import FabricTables, SnapshotSignal, TableRebuilder
+from connector.publish.batch_result import BatchResult
+from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
+from connector.publish.numbering import FileNumbering
+from connector.publish.publisher import highest_number, publish_plan, remove_leftovers, remove_orphans, table_folders
+from connector.publish.source_offsets import check_batch
+from connector.publish.staging import TableStager
+from connector.publish.table_rows import TableRows, merge_slices
+from connector.publish.table_stops import SNAPSHOT_REQUESTED, is_rebuilding, stop_or_rebuild
+from connector.storage.base import Storage
+
+log = logging.getLogger(__name__)
+
+
+class MirrorSink:
+    """Writes batches of Debezium records into a landing zone, exactly once per batch id."""
+
+    def __init__(
+        self,
+        landing: Storage,
+        checkpoint: Storage,
+        mirror: MirrorSettings,
+        *,
+        source: SourceSettings | None = None,
+        dead_letters: DeadLetterWriter | None = None,
+        snapshot_signal: SnapshotSignal | None = None,
+        fabric_tables: FabricTables | None = None,
+    ) -> None:
+        if dead_letter_in_use(mirror) and dead_letters is None:
+            msg = "poison_policy 'dead-letter' needs a dead-letter output (dead_letter settings)"
+            raise ConfigError(msg)
+        self.landing = landing
+        self.mirror = mirror
+        self.source = source or SourceSettings()
+        self.dead_letters = dead_letters
+        self.ledger = BatchLedger(checkpoint)
+        self._stager = TableStager(landing, mirror)
+        self._numbering = FileNumbering(landing)
+        self._toast = ToastStores(self._load_toast_store, removed_limit=self.mirror.keep_last_removed_keys)
+        self._recovered = False
+        self._schemas: dict[str, pa.Schema] = {}
+        self._source: BatchSource | None = None
+        self._rebuilder = TableRebuilder(
+            landing, checkpoint, mirror, signal=snapshot_signal, fabric_tables=fabric_tables
+        )
+        self._rebuilds_checked: int | None = None
+        # Held by whoever works on the sink (a batch, the rebuild ticker between batches): it is not thread-safe.
+        self.lock = threading.RLock()
+
+    @property
+    def table_ids(self) -> list[str]:
+        """Every table the ledger knows."""
+        return list(self.ledger.state.tables)
+
+    @property
+    def stopped_tables(self) -> dict[str, str]:
+        """Tables stopped (committed) and not being rebuilt, with the reason."""
+        return {tid: t.stopped for tid, t in self.ledger.state.tables.items() if t.stopped and not is_rebuilding(t)}
+
+    @property
+    def rebuilding_tables(self) -> dict[str, str]:
+        """Tables whose rebuild waits (folder deletion, Fabric), with the rebuild's phase."""
+        return {tid: t.rebuild for tid, t in self.ledger.state.tables.items() if t.rebuild and is_rebuilding(t)}
+
+    def advance_rebuilds(self, batch_id: int | None = None) -> bool:
+        """Take rebuild requests and move rebuilds on; ``True`` when a table's state changed.
+
+        Called before batch ``batch_id`` is collected (once per batch), or between batches (``None``, under
+        ``lock``). A table whose rebuild reached its snapshot request runs again from this batch on, so the caller
+        must take the collect context after this.
+        """
+        if batch_id is not None and self._rebuilds_checked == batch_id:
+            return False
+        if not self._recovered:
+            self.recover()
+        state, served = self._rebuilder.take_requests(self.ledger.state)
+        advanced = self._rebuilder.advance(state)
+        changed = advanced is not self.ledger.state
+        if changed:
+            for tid, table in advanced.tables.items():
+                if table is not self.ledger.state.tables.get(tid):
+                    # Its folder is gone or new: forget what this process knew of it.
+                    self._numbering.forget(tid)
+                    self._toast.stores.pop(tid, None)
+            self.ledger.commit_state(advanced)
+        for path in served:
+            self.ledger.storage.delete(path)
+        self._rebuilds_checked = batch_id
+        return changed
+
+    def recover(self) -> int:
+        """Finish any batch a crash interrupted and delete orphaned staged files; returns plans completed."""
+        completed = 0
+        for plan in self.ledger.pending_plans():
+            log.warning("completing batch %d interrupted before its commit (%d files)", plan.batch_id, len(plan.files))
+            self._publish(plan, BatchResult(plan.batch_id))
+            completed += 1
+        remove_leftovers(self.landing, self.ledger.state)
+        self._recovered = True
+        return completed
+
+    def expect_source(self, batch_id: int, spark_offsets: tuple[str, ...] | None, where: str) -> bool:
+        """Check Spark's offsets for ``batch_id`` against the ledger; ``True`` when it was published already.
+
+        A new batch's offsets are recorded with its commit, so a later run can tell whether Spark's
+        checkpoint still matches. Call before ``process_collected`` for every batch Spark runs.
+
+        Raises:
+            LandingZoneCorrupt: the ledger and Spark's checkpoint (``where``) disagree about the batch.
+        """
+        if not self._recovered:
+            self.recover()
+        published = check_batch(self.ledger.state, batch_id, spark_offsets, where)
+        self._source = None if published or spark_offsets is None else BatchSource(batch_id, spark_offsets)
+        if not published:
+            self.advance_rebuilds(batch_id)
+        return published
+
+    def first_published_file(self) -> str | None:
+        """A table folder holding a numbered file (also processed ones), ``None`` when the landing zone has none."""
+        for folder in table_folders(self.landing, self.ledger.state):
+            if highest_number(self.landing, folder):
+                return folder
+        return None
+
+    def is_committed(self, batch_id: int) -> bool:
+        """Whether ``batch_id`` was published and committed already (a replay publishes nothing)."""
+        if not self._recovered:
+            self.recover()
+        return batch_id <= self.ledger.state.last_committed_batch
+
+    def collect_context(self, *, defer_keep_last: bool = True) -> CollectContext:
+        """The ledger state slices need, for collecting the next batch (on executors or here)."""
+        if not self._recovered:
+            self.recover()
+        state = self.ledger.state
+        established = {}
+        for tid, table in state.tables.items():
+            if table.schema is not None:
+                cached = self._schemas.get(table.schema)
+                if cached is None:
+                    cached = self._schemas[table.schema] = table.arrow_schema()
+                established[tid] = cached
+        return CollectContext(
+            mirror=self.mirror,
+            source=self.source,
+            established=established,
+            key_columns={tid: t.key_columns for tid, t in state.tables.items() if t.key_columns},
+            stopped=frozenset(tid for tid, t in state.tables.items() if t.stopped),
+            upsert_tables=frozenset(tid for tid, t in state.tables.items() if t.rebuild == SNAPSHOT_REQUESTED),
+            defer_keep_last=defer_keep_last,
+        )
+
+    def process_batch(self, batch_id: int, records: Iterable[KafkaRecord]) -> BatchResult:
+        """Collect and publish one batch here, in this process. Re-running a committed batch id publishes nothing."""
+        return self.process_collected(batch_id, [], records)
+
+    def process_table(self, batch_id: int, table: pa.Table, *, columnar: bool = True) -> BatchResult:
+        """Collect and publish one batch of Kafka records as Arrow columns here (``run --decode-on driver``)."""
+        return self.process_collected(batch_id, [], records_table=table, columnar=columnar)
+
+    def process_collected(
+        self,
+        batch_id: int,
+        slices: Sequence[Collected],
+        records: Iterable[KafkaRecord] | None = None,
+        *,
+        records_table: pa.Table | None = None,
+        columnar: bool = True,
+    ) -> BatchResult:
+        """Publish one batch from slices collected elsewhere, plus ``records`` / ``records_table`` collected here.
+
+        Records a slice deferred (``keep-last`` tables) are collected here with the TOAST stores.
+        """
+        started = time.monotonic()
+        result = BatchResult(batch_id)
+        if self.is_committed(batch_id):
+            result.already_committed = True
+            return result
+        # Callers collecting slices elsewhere advanced the rebuilds before taking the collect context.
+        self.advance_rebuilds(batch_id)
+        try:
+            local = list(itertools.chain.from_iterable(s.deferred for s in slices))
+            if records_table is not None or local or records is not None:
+                context = self.collect_context(defer_keep_last=False)
+                if records_table is not None:
+                    here = collect_slice(context, records_table, columnar=columnar, toast_stores=self._toast)
+                    slices = [*slices, here]
+                if local or records is not None:
+                    collector = SliceCollector(context, self._toast)
+                    slices = [*slices, collector.collect(itertools.chain(local, records or ()))]
+            merged = merge_slices(slices, result)
+            self._dead_letter(batch_id, slices, result)
+            plan = self._plan(batch_id, merged.tables, merged.refs, merged.recreate, result, merged.topics)
+            if plan.files:
+                self.ledger.write_plan(plan)
+                self._publish(plan, result)
+            else:
+                self.ledger.commit_state(plan.state)
+        except BaseException:
+            self._toast.rollback()
+            # What this batch learnt of the landing zone (first-touch scans) and of its own progress (a plan
+            # written, files renamed) is uncommitted: the next call recovers from the ledger and rescans.
+            self._numbering.forget_all()
+            self._recovered = False
+            raise
+        self._toast.commit()
+        self._numbering.commit()
+        result.duration_s = time.monotonic() - started
+        return result
+
+    def _dead_letter(self, batch_id: int, slices: Sequence[Collected], result: BatchResult) -> None:
+        """Poison records go out before any file of the batch is published (a replay writes them again)."""
+        letters = sorted(itertools.chain.from_iterable(s.poison for s in slices), key=DeadLetter.sort_key)
+        if not letters:
+            return
+        assert self.dead_letters is not None  # noqa: S101 - the constructor requires it for dead-letter tables
+        self.dead_letters.write(batch_id, letters)
+        for letter in letters:
+            result.dead_letters[letter.table] = result.dead_letters.get(letter.table, 0) + 1
+            log.warning(
+                "dead letter: table %s %s went to %s: %s",
+                letter.table,
+                letter.position,
+                self.dead_letters.location,
+                letter.error,
+            )
+
+    def _load_toast_store(self, tid: str) -> ToastStore:
+        table = self.ledger.state.tables.get(tid)
+        if table is None or table.toast_snapshot is None:
+            return ToastStore(removed_limit=self.mirror.keep_last_removed_keys)
+        return ToastStore.from_snapshot(
+            self.ledger.read_toast_snapshot(table.toast_snapshot), removed_limit=self.mirror.keep_last_removed_keys
+        )
+
+    # -- plan, publish, commit -------------------------------------------------------------------------
+
+    def _plan(
+        self,
+        batch_id: int,
+        batches: dict[str, TableRows],
+        refs: dict[str, TableRef],
+        recreate: set[str],
+        result: BatchResult,
+        topics: dict[str, str],
+    ) -> BatchPlan:
+        """Number and stage every table of the batch; the plan to publish, with the ledger state after it."""
+        state = self.ledger.state
+        tables = dict(state.tables)
+        files: list[PlannedFile] = []
+        for tid in sorted(set(batches) | recreate):
+            ref = refs[tid]
+            # A table stopped mid-batch still publishes the rows before the event that stopped it.
+            try:
+                table_state = self._numbering.table_state(
+                    ref, self.ledger.state.tables.get(tid), recreate=tid in recreate
+                )
+                batch = batches.get(tid)
+                if batch is not None and len(batch):
+                    table_state, staged = self._stager.stage(batch_id, ref, batch, table_state)
+                    files.extend(staged)
+                    if tid in self._toast.stores:
+                        path = self.ledger.write_toast_snapshot(tid, batch_id, self._toast.stores[tid].snapshot())
+                        table_state = replace(table_state, toast_snapshot=path)
+                tables[tid] = replace(table_state, topic=topics.get(tid, table_state.topic))
+            except (TableStopped, LandingZoneCorrupt) as exc:
+                reason = exc.reason if isinstance(exc, TableStopped) else str(exc)
+                result.stopped[tid] = reason
+                log.error("table %s stopped: %s", tid, reason)
+                files = [f for f in files if f.table != tid]
+                remove_orphans(self.landing, ref.folder, keep={f.staged for f in files})
+        for tid, reason in result.stopped.items():
+            stopped_ref = refs.get(tid)
+            previous = tables.get(tid) or TableState(folder=stopped_ref.folder if stopped_ref else tid)
+            previous = replace(previous, topic=topics.get(tid, previous.topic))
+            tables[tid] = stop_or_rebuild(previous, reason, self.mirror)
+        new_state = replace(state, last_committed_batch=batch_id, tables=tables, resume_offsets=None)
+        if self._source is not None and self._source.batch_id == batch_id:
+            new_state = new_state.with_source(self._source)
+        return BatchPlan(batch_id, tuple(files), new_state, tuple(sorted(recreate)))
+
+    def _publish(self, plan: BatchPlan, result: BatchResult) -> None:
+        """Publish a written plan, then commit it: the batch is done (a crash in between redoes the publish)."""
+        self.ledger.commit(replace(plan, state=publish_plan(self.landing, plan, self.mirror, result)))
+
+
+def publish_records_table(sink: MirrorSink, batch_id: int, table: pa.Table, *, columnar: bool = True) -> BatchResult:
+    """Publish batch ``batch_id`` of ``table`` (Kafka record columns, or a file source's ``line`` column)."""
+    if sink.is_committed(batch_id):
+        # Spark replays the last batch after a crash between our commit and its own: nothing to collect.
+        return sink.process_collected(batch_id, [])
+    if "line" in table.column_names:
+        lines = [line.encode() for line in table.column("line").to_pylist() if line and line.strip()]
+        records = kcat_records_table(lines)
+        if records is not None:
+            table = records
+    return sink.process_table(batch_id, table, columnar=columnar)

@@ -1,0 +1,124 @@
+"""The floor plan holds: imports only go down the layers, and no module imports itself back through others.
+
+Layers, top to bottom (a module may import its own package and anything on a lower layer):
+``__main__`` → ``commands`` → ``stream`` → ``oracle`` → ``sink`` → ``operate`` → ``publish`` → ``collect`` →
+``landing_zone`` → ``storage``, ``debezium``, ``kafka_client``, ``record_columns`` → ``config``, ``secrets``,
+``kcat`` → ``errors``, ``events``. Every import counts, also those inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "connector"
+
+LAYERS: dict[str, int] = {
+    "connector": 0,  # the package's face: the version
+    "errors": 0,
+    "events": 0,
+    "config": 1,
+    "secrets": 1,
+    "kcat": 1,
+    "storage": 2,
+    "debezium": 2,
+    "kafka_client": 2,
+    "record_columns": 2,
+    "landing_zone": 3,
+    "collect": 4,
+    "publish": 5,
+    "operate": 6,
+    "sink": 7,
+    "oracle": 8,
+    "stream": 9,
+    "commands": 10,
+    "__main__": 11,
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The connector modules ``path`` imports (``from connector import x`` counts as ``connector.x``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and target.startswith("connector"):
+                found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    graph = {name: _imports(name, path, known) for name, path in modules.items()}
+    # ``from connector.x import y`` also names the package ``connector.x``: its face is not an edge of its own.
+    return {
+        name: {t for t in targets if not name.startswith(t + ".") and t != "connector"}
+        | ({"connector"} if "connector" in targets and name != "connector" else set())
+        for name, targets in graph.items()
+    }
+
+
+def _layer(module: str) -> tuple[str, int]:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "connector"
+    if top not in LAYERS:
+        pytest.fail(f"{module}: its package {top!r} has no layer in this test; give it one")
+    return top, LAYERS[top]
+
+
+def test_every_import_goes_down_a_layer_or_stays_in_its_package() -> None:
+    upward = []
+    for module, targets in _graph().items():
+        own, level = _layer(module)
+        for target in targets:
+            other, other_level = _layer(target)
+            if other != own and other_level >= level:
+                upward.append(f"{module} ({own}, layer {level}) imports {target} ({other}, layer {other_level})")
+    assert upward == []
+
+
+def test_no_import_circle() -> None:
+    graph = _graph()
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                circles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert [" -> ".join(c) for c in circles] == []
+
+
+def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
+    """The graph reader finds function-level imports, so a lazy upward import cannot hide."""
+    source = tmp_path / "probe.py"
+    source.write_text("def f():\n    from connector.sink import MirrorSink\n    return MirrorSink\n")
+    assert _imports("connector.publish.probe", source, set(_modules())) == {"connector.sink"}
