@@ -40,10 +40,9 @@ import pyarrow as pa
 from connector.config import CredentialKind
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, RowMarker
-from connector.landing_zone import TableRef, discover_tables
+from connector.landing_zone import PARQUET, TableRef, discover_tables
 from connector.oracle.fabric_types import fabric_type_problem
 from connector.oracle.landing_reader import (
-    PARQUET,
     DataFile,
     column_is_all_null,
     list_data_files,

@@ -1,5 +1,8 @@
 """Reading a landing zone back, as open mirroring would: tables, ``_metadata.json``, data files.
 
+What the files mean (key names, defaults, the lenient parse of ``_metadata.json``) is the landing-zone
+contract, ``connector.landing_zone``; this module reads them through a ``Storage`` and parses data files.
+
 ``validate`` and ``replay`` both need to see the landing zone the way the mirroring service sees it, and
 they must agree on what they see, so the reading lives here once. Everything goes through a
 ``Storage``, so the same code checks a local directory and a OneLake landing zone.
@@ -26,10 +29,14 @@ from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing_zone import (
     METADATA_FILE,
+    PARQUET,
     PROCESSED_FOLDERS,
     STAGED_PREFIX,
+    TableFormat,
+    TableMetadata,
     TableRef,
     parse_data_file_name,
+    parse_table_metadata,
 )
 from connector.storage.base import TEMP_PREFIX, Storage, join
 from connector.storage.local import LocalStorage
@@ -47,11 +54,6 @@ def arrow_owned(data: bytes) -> pa.Buffer:
     return stream.getvalue()
 
 
-DELIMITED_DATA_TYPES = frozenset(
-    {"Double", "Single", "Int16", "Int64", "Int32", "DateTime", "IDate", "ITime", "String", "Boolean", "ByteArray"}
-)
-"""The seed's table of data types supported in a delimited-text ``SchemaDefinition``."""
-
 _INTEGER_TYPES: Mapping[str, pa.DataType] = {"Int16": pa.int16(), "Int32": pa.int32(), "Int64": pa.int64()}
 _FLOAT_TYPES: Mapping[str, pa.DataType] = {"Double": pa.float64(), "Single": pa.float32()}
 _UNDECLARED_MARKER_TYPE = pa.int32()
@@ -67,49 +69,6 @@ class UnreadableFile(LandingZoneCorrupt):
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
-
-
-@dataclass(frozen=True)
-class TableFormat:
-    """How a table's data files are encoded, from its ``_metadata.json``.
-
-    Parquet is the default: only delimited text needs (and has) format keys in ``_metadata.json``.
-    ``extension`` is ``None`` when a ``DelimitedText`` table lacks the required ``FileExtension``: the
-    expected name of its files is then unknown.
-    """
-
-    delimited: bool = False
-    extension: str | None = "parquet"
-    column_separator: str = ","
-    quote_character: str = '"'
-    escape_character: str = "\\"
-    null_value: str | None = None
-    encoding: str = "UTF-8"
-    first_row_as_header: bool = True
-    columns: tuple[tuple[str, str], ...] = ()
-    """``SchemaDefinition`` as (name, DataType) pairs, in declaration order."""
-
-    def declared_type(self, column: str) -> str | None:
-        """The ``DataType`` declared for ``column``, ``None`` when the column is not declared."""
-        for name, data_type in self.columns:
-            if name == column:
-                return data_type
-        return None
-
-
-PARQUET = TableFormat()
-
-
-@dataclass(frozen=True)
-class TableMetadata:
-    """A table's ``_metadata.json``, interpreted."""
-
-    key_columns: tuple[str, ...]
-    """Empty when none are declared: then open mirroring cannot apply updates or deletes."""
-    file_format: TableFormat
-    upsert_by_default: bool
-    """``isUpsertDefaultRowMarker``: rows of files without ``__rowMarker__`` are upserts, not inserts."""
-    raw: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -179,74 +138,6 @@ def read_json(storage: Storage, path: str) -> Any:
     return json.loads(storage.read_bytes(path))
 
 
-def key_columns_of(metadata: Mapping[str, Any]) -> tuple[str, ...] | None:
-    """``keyColumns`` (or ``KeyColumns``, the spelling of the seed's delimited-text example).
-
-    Returns ``None`` when neither is a non-empty list of strings.
-    """
-    value = metadata.get("keyColumns", metadata.get("KeyColumns"))
-    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
-        return tuple(value)
-    return None
-
-
-def is_delimited(metadata: Mapping[str, Any]) -> bool:
-    """Whether ``_metadata.json`` describes a delimited-text table.
-
-    ``FileFormat`` defaults to CSV only among the delimited-text keys, so a metadata file without any of
-    them (just ``keyColumns``) describes a Parquet table.
-    """
-    file_format = metadata.get("FileFormat")
-    if isinstance(file_format, str):
-        return file_format.lower() != "parquet"
-    return any(key in metadata for key in ("FileExtension", "SchemaDefinition", "FileFormatTypeProperties"))
-
-
-def table_format(metadata: Mapping[str, Any]) -> TableFormat:
-    """The format a table's ``_metadata.json`` describes, falling back to the seed's defaults.
-
-    This is lenient on purpose (a malformed key means its default): ``validate`` reports malformed keys
-    separately, and ``replay`` should read whatever the mirroring service could.
-    """
-    if not is_delimited(metadata):
-        return PARQUET
-    extension: str | None = None
-    raw_extension = metadata.get("FileExtension")
-    if isinstance(raw_extension, str) and raw_extension.strip("."):
-        extension = raw_extension.lstrip(".")
-    elif str(metadata.get("FileFormat", "CSV")).lower() == "csv":
-        extension = "csv"
-    props = metadata.get("FileFormatTypeProperties")
-    props = props if isinstance(props, dict) else {}
-
-    def text(key: str, default: str) -> str:
-        value = props.get(key, default)
-        return value if isinstance(value, str) else default
-
-    null_value = props.get("NullValue")
-    return TableFormat(
-        delimited=True,
-        extension=extension,
-        column_separator=text("ColumnSeparator", ","),
-        quote_character=text("QuoteCharacter", '"'),
-        escape_character=text("EscapeCharacter", "\\"),
-        null_value=null_value if isinstance(null_value, str) else None,
-        encoding=text("Encoding", "UTF-8"),
-        first_row_as_header=props.get("FirstRowAsHeader", True) is not False,
-        columns=_schema_columns(metadata.get("SchemaDefinition")),
-    )
-
-
-def _schema_columns(definition: Any) -> tuple[tuple[str, str], ...]:
-    if not isinstance(definition, dict) or not isinstance(definition.get("Columns"), list):
-        return ()
-    return tuple(
-        (column["Name"], str(column.get("DataType", "String")))
-        for column in definition["Columns"]
-        if isinstance(column, dict) and isinstance(column.get("Name"), str)
-    )
-
-
 def read_table_metadata(storage: Storage, table: TableRef) -> TableMetadata | None:
     """A table's ``_metadata.json``, or ``None`` when the table has none.
 
@@ -264,12 +155,7 @@ def read_table_metadata(storage: Storage, table: TableRef) -> TableMetadata | No
     if not isinstance(raw, dict):
         msg = f"{path} is not a JSON object"
         raise LandingZoneCorrupt(msg)
-    return TableMetadata(
-        key_columns=key_columns_of(raw) or (),
-        file_format=table_format(raw),
-        upsert_by_default=raw.get("isUpsertDefaultRowMarker") is True,
-        raw=raw,
-    )
+    return parse_table_metadata(raw)
 
 
 def scan_table(storage: Storage, table: TableRef) -> TableListing:

@@ -39,9 +39,8 @@ import pyarrow.parquet as pq
 from connector.config import CredentialKind
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, RowMarker
-from connector.landing_zone import TableRef, discover_tables
+from connector.landing_zone import PARQUET, TableRef, discover_tables
 from connector.oracle.landing_reader import (
-    PARQUET,
     DataFile,
     column_is_all_null,
     list_data_files,

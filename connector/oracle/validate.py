@@ -36,41 +36,34 @@ import pyarrow.compute as pc
 from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing_zone import (
     METADATA_FILE,
+    PARQUET,
     PARTNER_EVENTS_FILE,
     PROCESSED_FOLDERS,
     SCHEMA_SUFFIX,
+    TableFormat,
     TableRef,
     discover_tables,
+    key_columns_of,
+    metadata_problems,
+    partner_events_problems,
+    table_format,
 )
 from connector.oracle.fabric_types import fabric_type_problem
 from connector.oracle.landing_reader import (
-    DELIMITED_DATA_TYPES,
-    PARQUET,
     DataFile,
-    TableFormat,
     TableListing,
     UnreadableFile,
     basename,
-    is_delimited,
     is_leftover,
     read_data_file,
     read_json,
     scan_table,
-    table_format,
     unique_by_number,
 )
 from connector.storage.base import Storage, join
 
 _VALID_MARKERS = tuple(int(marker) for marker in RowMarker)
 _MARKERS_TEXT = "/".join(str(marker) for marker in _VALID_MARKERS)
-_FILE_FORMATS = ("delimitedtext", "csv")
-_SUPPORTED_PROPERTY_VALUES: Mapping[str, tuple[str, ...]] = {
-    "RowSeparator": ("\r\n", "\n", "\r"),
-    "ColumnSeparator": (",", ";", "|", "\t"),
-    "QuoteCharacter": ('"', "'", ""),
-    "EscapeCharacter": ("\\", "/", '"', ""),
-}
-"""The values the seed's delimited-text table lists as supported."""
 
 
 @dataclass(frozen=True)
@@ -122,20 +115,7 @@ def _check_partner_events(storage: Storage) -> list[Problem]:
         content = read_json(storage, PARTNER_EVENTS_FILE)
     except ValueError as exc:
         return [Problem(PARTNER_EVENTS_FILE, f"is not valid JSON: {exc}")]
-    if not isinstance(content, dict):
-        return [Problem(PARTNER_EVENTS_FILE, "is not a JSON object")]
-    problems: list[Problem] = []
-    if not isinstance(content.get("partnerName"), str):
-        problems.append(Problem(PARTNER_EVENTS_FILE, "partnerName must be a string"))
-    info = content.get("sourceInfo")
-    if not isinstance(info, dict):
-        problems.append(Problem(PARTNER_EVENTS_FILE, "sourceInfo must be a JSON object"))
-    else:
-        if not isinstance(info.get("sourceType"), str):
-            problems.append(Problem(PARTNER_EVENTS_FILE, "sourceInfo.sourceType must be a string"))
-        if "sourceVersion" in info and not isinstance(info["sourceVersion"], str):
-            problems.append(Problem(PARTNER_EVENTS_FILE, "sourceInfo.sourceVersion must be a string"))
-    return problems
+    return [Problem(PARTNER_EVENTS_FILE, message) for message in partner_events_problems(content)]
 
 
 class _TableCheck:
@@ -151,7 +131,7 @@ class _TableCheck:
 
     def run(self) -> list[Problem]:
         metadata = self.check_metadata()
-        key_columns = _valid_key_columns(metadata) if metadata is not None else None
+        key_columns = key_columns_of(metadata) if metadata is not None else None
         file_format = table_format(metadata) if metadata is not None else PARQUET
         listing = scan_table(self.storage, self.table)
         self.check_listing(listing, file_format)
@@ -180,72 +160,9 @@ class _TableCheck:
         if not isinstance(metadata, dict):
             self.add(path, "is not a JSON object")
             return None
-        self.check_key_columns(path, metadata)
-        if is_delimited(metadata):
-            self.check_delimited_metadata(path, metadata)
+        for message in metadata_problems(metadata):
+            self.add(path, message)
         return metadata
-
-    def check_key_columns(self, path: str, metadata: Mapping[str, Any]) -> None:
-        spellings = [key for key in ("keyColumns", "KeyColumns") if key in metadata]
-        if not spellings:
-            self.add(path, "declares no keyColumns: open mirroring cannot apply updates or deletes without them")
-        for key in spellings:
-            value = metadata[key]
-            if not _is_name_list(value):
-                self.add(path, f"{key} must be a non-empty list of column names, found {value!r}")
-            elif len(set(value)) != len(value):
-                self.add(path, f"{key} lists a column more than once: {value!r}")
-        if len(spellings) == 2 and metadata["keyColumns"] != metadata["KeyColumns"]:
-            self.add(path, "keyColumns and KeyColumns are both present and differ")
-
-    def check_delimited_metadata(self, path: str, metadata: Mapping[str, Any]) -> None:
-        file_format = metadata.get("FileFormat")
-        if file_format is not None and (not isinstance(file_format, str) or file_format.lower() not in _FILE_FORMATS):
-            self.add(path, f"FileFormat must be DelimitedText, CSV or Parquet, found {file_format!r}")
-        extension = metadata.get("FileExtension")
-        if extension is None:
-            self.add(path, "FileExtension is required for delimited text")
-        elif not isinstance(extension, str) or not extension.strip("."):
-            self.add(path, f"FileExtension must be an extension such as csv, found {extension!r}")
-        self.check_schema_definition(path, metadata.get("SchemaDefinition"))
-        props = metadata.get("FileFormatTypeProperties")
-        if props is None:
-            return
-        if not isinstance(props, dict):
-            self.add(path, "FileFormatTypeProperties must be a JSON object")
-            return
-        if props.get("FirstRowAsHeader", True) is not True:
-            self.add(path, "FileFormatTypeProperties.FirstRowAsHeader must be true: delimited files need a header row")
-        for name, supported in _SUPPORTED_PROPERTY_VALUES.items():
-            if name in props and props[name] not in supported:
-                self.add(path, f"FileFormatTypeProperties.{name} {props[name]!r} is not one of {list(supported)!r}")
-        if "NullValue" in props and not isinstance(props["NullValue"], str):
-            self.add(path, f"FileFormatTypeProperties.NullValue must be a string, found {props['NullValue']!r}")
-
-    def check_schema_definition(self, path: str, definition: Any) -> None:
-        if definition is None:
-            self.add(path, "SchemaDefinition is required for delimited text: it gives every column its type")
-            return
-        columns = definition.get("Columns") if isinstance(definition, dict) else None
-        if not isinstance(columns, list) or not columns:
-            self.add(path, "SchemaDefinition.Columns must be a non-empty list")
-            return
-        seen: set[str] = set()
-        for index, column in enumerate(columns):
-            name = column.get("Name") if isinstance(column, dict) else None
-            if not isinstance(column, dict) or not isinstance(name, str) or not name:
-                self.add(path, f"SchemaDefinition.Columns[{index}] must be an object with a Name")
-                continue
-            if name in seen:
-                self.add(path, f"SchemaDefinition declares column {name!r} more than once")
-            seen.add(name)
-            data_type = column.get("DataType")
-            if data_type not in DELIMITED_DATA_TYPES:
-                self.add(
-                    path,
-                    f"SchemaDefinition column {name!r} has DataType {data_type!r}, not one of "
-                    f"{sorted(DELIMITED_DATA_TYPES)}",
-                )
 
     # -- names and numbers ---------------------------------------------------------------------------
 
@@ -387,12 +304,3 @@ class _TableCheck:
             if previous is None or previous[0] != field.type:
                 # Track the new type so one change is reported once, not in every later file.
                 types[field.name] = (field.type, data_file.name)
-
-
-def _is_name_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(item, str) and item for item in value)
-
-
-def _valid_key_columns(metadata: Mapping[str, Any]) -> tuple[str, ...] | None:
-    value = metadata.get("keyColumns", metadata.get("KeyColumns"))
-    return tuple(value) if _is_name_list(value) else None

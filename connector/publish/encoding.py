@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-_DELIMITERS = {"csv": ",", "tsv": "\t", "psv": "|"}
+from connector.landing_zone import DELIMITED_SEPARATORS, delimited_text_metadata
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,11 @@ class FileFormat:
     @property
     def is_delimited(self) -> bool:
         """Whether this is a delimited-text format (needs a schema in ``_metadata.json``)."""
-        return self.name in _DELIMITERS
+        return self.name in DELIMITED_SEPARATORS
 
     def encode(self, table: pa.Table) -> bytes:
         """Serialise ``table`` as one complete file."""
-        sink = pa.BufferOutputStream()  # Arrow-owned: see tools.landing_reader.arrow_owned
+        sink = pa.BufferOutputStream()  # Arrow-owned: see oracle.landing_reader.arrow_owned
         if self.name == "parquet":
             pq.write_table(
                 table,
@@ -48,7 +48,7 @@ class FileFormat:
             return bytes(sink.getvalue())
         options = pacsv.WriteOptions(
             include_header=True,
-            delimiter=_DELIMITERS[self.name],
+            delimiter=DELIMITED_SEPARATORS[self.name],
             quoting_style="needed",
         )
         pacsv.write_csv(_csv_ready(table), sink, write_options=options)
@@ -58,51 +58,7 @@ class FileFormat:
         """``_metadata.json`` keys a delimited-text table needs (empty for Parquet)."""
         if not self.is_delimited:
             return {}
-        return {
-            "SchemaDefinition": {
-                "Columns": [
-                    {"Name": f.name, "DataType": delimited_type_name(f.type), "IsNullable": f.nullable}
-                    for f in table.schema
-                ]
-            },
-            "FileFormat": "DelimitedText",
-            "FileExtension": self.extension,
-            "FileFormatTypeProperties": {
-                "FirstRowAsHeader": True,
-                "RowSeparator": "\n",
-                "ColumnSeparator": _DELIMITERS[self.name],
-                "QuoteCharacter": '"',
-                "EscapeCharacter": '"',
-                "NullValue": "",
-                "Encoding": "UTF-8",
-            },
-        }
-
-
-def delimited_type_name(arrow: pa.DataType) -> str:
-    """The landing zone's delimited-text type names (the seed's table of supported data types)."""
-    if pa.types.is_int8(arrow) or pa.types.is_int16(arrow):
-        return "Int16"
-    if pa.types.is_int32(arrow):
-        return "Int32"
-    if pa.types.is_int64(arrow):
-        return "Int64"
-    if pa.types.is_float32(arrow):
-        return "Single"
-    if pa.types.is_floating(arrow):
-        return "Double"
-    if pa.types.is_boolean(arrow):
-        return "Boolean"
-    if pa.types.is_date(arrow):
-        return "IDate"
-    if pa.types.is_timestamp(arrow):
-        return "DateTime"
-    if pa.types.is_time(arrow):
-        return "ITime"
-    if pa.types.is_binary(arrow):
-        return "ByteArray"
-    # Decimals have no delimited-text type: they travel as exact text.
-    return "String"
+        return delimited_text_metadata(table.schema, self.extension)
 
 
 def _csv_ready(table: pa.Table) -> pa.Table:
