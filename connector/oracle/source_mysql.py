@@ -33,29 +33,24 @@ import binascii
 import datetime as dt
 import json
 import struct
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
-from connector.config import CredentialKind
-from connector.errors import ConfigError, ConnectorError, LandingZoneCorrupt
-from connector.landing_zone import TableRef, discover_tables
-from connector.oracle.delta_oracle import apply_table_to_delta
-from connector.oracle.landing_reader import read_table_metadata, require_landing_zone
+from connector.errors import ConfigError, ConnectorError
+from connector.landing_zone import TableRef
+from connector.oracle.source_reader import Row, show, time_micros
 from connector.oracle.table_report import TableReport
-from connector.storage import open_storage
+from connector.secrets import redact_url
 
-#: URL schemes this module reads (``verify`` dispatches on them).
+#: URL schemes this reader reads (``verify`` chooses the reader by them).
 MYSQL_SCHEMES = ("mysql", "mariadb")
 
 Canonical = Callable[[Any], Any]
-Row = dict[str, Any]
 
 _INTEGERS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 _DECIMALS = {"decimal", "numeric", "fixed"}
@@ -102,10 +97,10 @@ class MySqlSource:
         try:
             port = parts.port or 3306
         except ValueError as exc:
-            msg = f"{redact(url)}: invalid port"
+            msg = f"{redact_url(url, keep_user=True)}: invalid port"
             raise ConfigError(msg) from exc
         if not parts.hostname or not parts.username:
-            msg = f"{redact(url)}: a MySQL/MariaDB URL needs a user and a host (mysql://USER:PASSWORD@HOST:PORT/DB)"
+            msg = f"{redact_url(url, keep_user=True)}: a MySQL/MariaDB URL needs a user and a host (mysql://USER:PASSWORD@HOST:PORT/DB)"
             raise ConfigError(msg)
         database = unquote(parts.path.lstrip("/")) or None
         return cls(parts.hostname, port, unquote(parts.username), unquote(parts.password or ""), database)
@@ -113,15 +108,6 @@ class MySqlSource:
     def label(self) -> str:
         """The source as messages name it (no password)."""
         return f"mysql://{self.user}@{self.host}:{self.port}/{self.database or ''}"
-
-
-def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
 
 
 @dataclass(frozen=True)
@@ -182,32 +168,6 @@ def bit_integer(value: Any) -> Any:
     if isinstance(value, bool):
         return int(value)
     return value
-
-
-def time_micros(value: Any) -> Any:
-    """Signed microseconds of a MySQL ``TIME`` (a duration): ``timedelta``, ``time`` or ``[-]H:MM:SS[.f]`` text."""
-    if isinstance(value, dt.timedelta):
-        return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
-    if isinstance(value, dt.time):
-        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
-    if isinstance(value, str):
-        return _time_text_micros(value)
-    return value
-
-
-def _time_text_micros(text: str) -> Any:
-    body = text.strip()
-    sign = -1 if body.startswith("-") else 1
-    body = body.lstrip("+-")
-    whole, _, fraction = body.partition(".")
-    pieces = whole.split(":")
-    if len(pieces) != 3 or not all(p.isdigit() for p in pieces) or (fraction and not fraction.isdigit()):
-        return text
-    hours, minutes, seconds = (int(p) for p in pieces)
-    micros = int((fraction + "000000")[:6]) if fraction else 0
-    if len(fraction) > 6 and int(fraction[6:]):
-        return text  # finer than a microsecond: no MySQL TIME holds it, keep it visibly different
-    return sign * (((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + micros)
 
 
 def float32(value: Any) -> Any:
@@ -284,7 +244,13 @@ def srid_and_wkb(value: Any) -> Any:
 class MySqlReader:
     """One PyMySQL connection in UTC, reading tables and their column types."""
 
+    driver = "pymysql"
+
     def __init__(self, source: MySqlSource) -> None:
+        self._source = source
+        self._columns: dict[TableRef, list[SourceColumn]] = {}
+
+    def __enter__(self) -> MySqlReader:
         """Connect.
 
         Raises:
@@ -292,7 +258,7 @@ class MySqlReader:
         """
         import pymysql  # type: ignore[import-untyped]  # PyMySQL ships no type information
 
-        self._source = source
+        source = self._source
         try:
             self._conn = pymysql.connect(
                 host=source.host,
@@ -309,18 +275,35 @@ class MySqlReader:
         except pymysql.MySQLError as exc:
             msg = f"cannot connect to {source.label()}: {exc}"
             raise ConnectorError(msg) from None
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._conn.close()
-
-    def __enter__(self) -> MySqlReader:
-        """Use as a context manager."""
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Close on leaving."""
-        self.close()
+        """Close the connection."""
+        self._conn.close()
+
+    def check(self, table: TableRef) -> None:
+        """Find the source table of ``table`` and its columns.
+
+        A mirrored table ``<schema>.<table>`` is read from database ``<schema>`` (Debezium's MySQL topics are
+        ``prefix.database.table``); a table without a schema from the URL's database.
+
+        Raises:
+            ConnectorError: the source has no such table, or the URL names no database for a table without one.
+        """
+        database = _database_of(table, self._source)
+        columns = self.columns(database, table.name)
+        if not columns:
+            msg = f"{table.id}: no table {database}.{table.name} at {self._source.label()}"
+            raise ConnectorError(msg)
+        self._columns[table] = columns
+
+    def compare(self, table: TableRef, key_columns: list[str], mirror: pa.Table) -> TableReport:
+        """Every row of the source table compared with ``mirror`` in canonical forms (``compare_table``)."""
+        if table not in self._columns:
+            self.check(table)
+        columns = self._columns[table]
+        database = _database_of(table, self._source)
+        return compare_table(table.id, key_columns, columns, self.rows(database, table.name, columns), mirror)
 
     def columns(self, database: str, table: str) -> list[SourceColumn]:
         """The table's columns in order; empty when the table does not exist."""
@@ -386,81 +369,34 @@ def compare_table(
         candidates = mirrored.get(key, [])
         if not candidates:
             report.missing += 1
-            _example(report, f"missing key {key}")
+            report.add_example(f"missing key {key}")
             continue
         if len(candidates) > 1:
             report.extra += len(candidates) - 1
-            _example(report, f"key {key} appears {len(candidates)} times in the mirror")
+            report.add_example(f"key {key} appears {len(candidates)} times in the mirror")
         mirror_row = candidates[0]
         diffs = []
         for column, value in row.items():
             if column not in mirror_row:
                 if value is not None:
-                    diffs.append(f"{column}: source={_show(value)} mirror=<no column>")
+                    diffs.append(f"{column}: source={show(value)} mirror=<no column>")
                 continue
             if canonical(column, value, True) != canonical(column, mirror_row[column], False):
-                diffs.append(f"{column}: source={_show(value)} mirror={_show(mirror_row[column])}")
+                diffs.append(f"{column}: source={show(value)} mirror={show(mirror_row[column])}")
         if diffs:
             report.differing += 1
-            _example(report, f"key {key}: " + "; ".join(diffs))
+            report.add_example(f"key {key}: " + "; ".join(diffs))
         else:
             report.matching += 1
     for key, rows in mirrored.items():
         if key not in seen:
             report.extra += len(rows)
-            _example(report, f"extra key {key}")
+            report.add_example(f"extra key {key}")
     return report
 
 
 def _identity(value: Any) -> Any:
     return value
-
-
-def _example(report: TableReport, text: str, limit: int = 5) -> None:
-    if len(report.examples) < limit:
-        report.examples.append(text)
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}...({len(text)} chars)"
-
-
-def verify_mysql(
-    source_url: str, landing_zone: str, tables: list[str] | None = None, *, credential: CredentialKind = "default"
-) -> list[TableReport]:
-    """Apply every mirrored table (or ``tables``) to Delta, as ``verify`` does, and compare it with the source.
-
-    A mirrored table ``<schema>.<table>`` is read from database ``<schema>`` (Debezium's MySQL topics are
-    ``prefix.database.table``); a table without a schema from the URL's database. A table Delta refuses
-    gets a report with ``refused`` set; the others are still compared.
-
-    Raises:
-        ConfigError: the URL is not a MySQL/MariaDB URL, or ``landing_zone`` is a missing local folder.
-        ConnectorError: the source cannot be reached, or a mirrored table has no source table.
-    """
-    source = MySqlSource.from_url(source_url)
-    storage = open_storage(landing_zone, credential)
-    require_landing_zone(storage, landing_zone)
-    reports = []
-    with MySqlReader(source) as reader, tempfile.TemporaryDirectory(prefix="verify-delta-") as delta_root:
-        for ref in discover_tables(storage):
-            if tables and ref.id not in tables:
-                continue
-            database = _database_of(ref, source)
-            columns = reader.columns(database, ref.name)
-            if not columns:
-                msg = f"{ref.id}: no table {database}.{ref.name} at {source.label()}"
-                raise ConnectorError(msg)
-            metadata = read_table_metadata(storage, ref)
-            keys = list(metadata.key_columns) if metadata else []
-            try:
-                mirror = apply_table_to_delta(storage, ref, Path(delta_root) / ref.folder)
-            except LandingZoneCorrupt as exc:
-                reports.append(TableReport(ref.id, refused=str(exc)))
-                continue
-            reports.append(compare_table(ref.id, keys, columns, reader.rows(database, ref.name, columns), mirror))
-    return reports
 
 
 def _database_of(ref: TableRef, source: MySqlSource) -> str:

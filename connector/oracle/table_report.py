@@ -25,6 +25,11 @@ class TableReport:
         """The mirror equals the source."""
         return not (self.missing or self.extra or self.differing or self.refused)
 
+    def add_example(self, text: str, limit: int = 5) -> None:
+        """Keep ``text`` as an example difference, up to ``limit`` of them."""
+        if len(self.examples) < limit:
+            self.examples.append(text)
+
     def line(self) -> str:
         """The report line the CLI prints."""
         if self.refused is not None:

@@ -4,136 +4,37 @@ Each table is applied with the Delta oracle (``connector.oracle.delta_oracle``) 
 and read back from Delta, so verify judges what Fabric would hold, not what our own reader accepts: a
 type Delta cannot hold, or a type change, is a refused table, reported as such with a non-zero exit.
 
-Values are compared exactly after one normalisation per type, so a difference means the mirror is
-wrong, not that two libraries print a value differently: decimals compare numerically (Debezium strips
-trailing zeros of unconstrained NUMERIC), ``real`` compares as float32, JSON compares as parsed
-documents (``jsonb`` is normalised by Postgres), UUIDs as text, timestamps with time zone as instants.
+The source is read by the ``SourceReader`` its URL names: ``mysql://`` and ``mariadb://`` by
+``source_mysql``, any other (``postgresql://``) by ``source_postgres``. Each compares values in the
+forms its database's types need (see those modules).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import struct
 import tempfile
-import uuid
-from collections.abc import Iterable
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
 
 from connector.config import CredentialKind
 from connector.errors import LandingZoneCorrupt
 from connector.landing_zone import discover_tables
 from connector.oracle.delta_oracle import apply_table_to_delta
 from connector.oracle.landing_reader import read_table_metadata, require_landing_zone
+from connector.oracle.source_mysql import MySqlReader, MySqlSource, is_mysql_url
+from connector.oracle.source_postgres import PostgresReader
+from connector.oracle.source_reader import SourceReader
 from connector.oracle.table_report import TableReport
 from connector.storage import open_storage
 
-Row = dict[str, Any]
 
+def source_reader(source_url: str) -> SourceReader:
+    """The reader for ``source_url``, not yet connected.
 
-def compare_rows(
-    table: str, key_columns: list[str], source: Iterable[Row], mirror: pa.Table, max_examples: int = 5
-) -> TableReport:
-    """Compare source rows with the replayed mirror table on every source column."""
-    report = TableReport(table)
-    types = {f.name: f.type for f in mirror.schema}
-    mirrored: dict[tuple[Any, ...], list[Row]] = {}
-    for row in mirror.to_pylist():
-        mirrored.setdefault(tuple(row[k] for k in key_columns), []).append(row)
-    report.mirror_rows = mirror.num_rows
-    seen: set[tuple[Any, ...]] = set()
-    for row in source:
-        report.source_rows += 1
-        key = tuple(_normalise(row[k], types.get(k)) for k in key_columns)
-        seen.add(key)
-        candidates = mirrored.get(key, [])
-        if not candidates:
-            report.missing += 1
-            _example(report, max_examples, f"missing key {key}")
-            continue
-        if len(candidates) > 1:
-            report.extra += len(candidates) - 1
-            _example(report, max_examples, f"key {key} appears {len(candidates)} times in the mirror")
-        diffs = [
-            f"{column}: source={_show(value)} mirror={_show(candidates[0].get(column))}"
-            for column, value in row.items()
-            if not _same(value, candidates[0].get(column), types.get(column))
-        ]
-        if diffs:
-            report.differing += 1
-            _example(report, max_examples, f"key {key}: " + "; ".join(diffs))
-        else:
-            report.matching += 1
-    for key, rows in mirrored.items():
-        if key not in seen:
-            report.extra += len(rows)
-            _example(report, max_examples, f"extra key {key}")
-    return report
-
-
-def _example(report: TableReport, limit: int, text: str) -> None:
-    if len(report.examples) < limit:
-        report.examples.append(text)
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}...({len(text)} chars)"
-
-
-def _normalise(value: Any, arrow: pa.DataType | None) -> Any:
-    """One comparable form per type (see the module docstring)."""
-    if value is None:
-        return None
-    if isinstance(value, memoryview):
-        value = bytes(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
-    if isinstance(value, str) and value[:1] in "{[" and arrow is not None and _is_text(arrow):
-        try:
-            return json.dumps(json.loads(value), sort_keys=True)
-        except ValueError:
-            return value
-    if isinstance(value, float) and arrow is not None and pa.types.is_float32(arrow):
-        return struct.unpack("f", struct.pack("f", value))[0]
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            return str(value)  # NaN never equals itself: compare non-finite decimals by their text
-        return value.normalize() if value else Decimal(0)
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.UTC)
-    return value
-
-
-def _same(source: Any, mirrored: Any, arrow: pa.DataType | None) -> bool:
-    """Whether a source value and its mirrored value are equal, once both are normalised.
-
-    Unconstrained and wide decimals and times of day are mirrored as text (the README's type table):
-    a source decimal compares numerically with the decimal the text spells, a source time with the
-    microseconds the text spells.
+    Raises:
+        ConfigError: a MySQL/MariaDB URL without a user or host, or with an invalid port.
     """
-    left, right = _normalise(source, arrow), _normalise(mirrored, arrow)
-    if isinstance(right, str) and isinstance(left, Decimal):
-        try:
-            right = _normalise(Decimal(right), None)
-        except ArithmeticError:
-            return False
-    elif isinstance(right, str) and isinstance(left, (dt.time, dt.timedelta)):
-        from connector.oracle.source_mysql import time_micros
-
-        left, right = time_micros(left), time_micros(right)
-    return bool(left == right)
-
-
-def _is_text(arrow: pa.DataType) -> bool:
-    """Delta reads strings back as ``string``, ``large_string`` or ``string_view`` depending on the path."""
-    return bool(pa.types.is_string(arrow) or pa.types.is_large_string(arrow) or pa.types.is_string_view(arrow))
+    if is_mysql_url(source_url):  # mysql:// or mariadb://: MySQL's types need their own reader
+        return MySqlReader(MySqlSource.from_url(source_url))
+    return PostgresReader(source_url)
 
 
 def verify(
@@ -145,25 +46,18 @@ def verify(
     open mirroring stops only the refused table.
 
     Raises:
-        ConfigError: ``landing_zone`` is a local folder that does not exist.
+        ConfigError: the source URL is malformed, or ``landing_zone`` is a local folder that does not exist.
+        ConnectorError: the source cannot be reached, or a mirrored table has no source table.
     """
-    from connector.oracle.source_mysql import is_mysql_url, verify_mysql
-
-    if is_mysql_url(source_url):  # mysql:// or mariadb://: MySQL's types need their own reader
-        return verify_mysql(source_url, landing_zone, tables, credential=credential)
-    import psycopg
-    from psycopg import sql
-
+    reader = source_reader(source_url)
     storage = open_storage(landing_zone, credential)
     require_landing_zone(storage, landing_zone)
     reports = []
-    with (
-        psycopg.connect(source_url, autocommit=True) as conn,
-        tempfile.TemporaryDirectory(prefix="verify-delta-") as delta_root,
-    ):
+    with reader, tempfile.TemporaryDirectory(prefix="verify-delta-") as delta_root:
         for ref in discover_tables(storage):
             if tables and ref.id not in tables:
                 continue
+            reader.check(ref)
             metadata = read_table_metadata(storage, ref)
             keys = list(metadata.key_columns) if metadata else []
             try:
@@ -171,14 +65,7 @@ def verify(
             except LandingZoneCorrupt as exc:
                 reports.append(TableReport(ref.id, refused=str(exc)))
                 continue
-            query = sql.SQL("SELECT * FROM {}").format(
-                sql.Identifier(ref.schema, ref.name) if ref.schema else sql.Identifier(ref.name)
-            )
-            with conn.cursor() as cursor:
-                cursor.execute(query)
-                names = [d.name for d in cursor.description or ()]
-                rows = (dict(zip(names, values, strict=True)) for values in cursor)
-                reports.append(compare_rows(ref.id, list(keys or []), rows, mirror))
+            reports.append(reader.compare(ref, keys, mirror))
     return reports
 
 

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 from connector.errors import ConfigError
-from connector.oracle.source_mysql import MySqlSource, SourceColumn, compare_table, is_mysql_url, redact
+from connector.oracle.source_mysql import MySqlSource, SourceColumn, compare_table, is_mysql_url
+from connector.secrets import redact_url
 
 COLUMNS = [
     SourceColumn("id", "bigint", "bigint(20) unsigned"),
@@ -153,6 +154,6 @@ def test_url_parsing_and_redaction() -> None:
         "mirror",
     )
     assert "s3cr" not in source.label()
-    assert redact("mysql://u:s3cret@h:1/db") == "mysql://u:***@h:1/db"
+    assert redact_url("mysql://u:s3cret@h:1/db", keep_user=True) == "mysql://u:***@h:1/db"
     with pytest.raises(ConfigError, match="needs a user and a host"):
         MySqlSource.from_url("mysql:///db")
