@@ -22,12 +22,8 @@ from pydantic_settings import (
 )
 
 from connector.errors import ConfigError
-
-CredentialKind = Literal["default", "workload_identity", "managed_identity", "client_secret", "client_certificate"]
-"""An Azure identity of ``connector.storage.credentials`` (every ``credential`` setting takes one)."""
-
-_SECRET_REFERENCE = re.compile(r"\$\{(env|file):([^}]+)\}")
-_SECRET_KEY_HINTS = ("password", "secret", "jaas", "token", "key")
+from connector.secrets import redact, resolve_secret_references
+from connector.storage import CredentialKind as CredentialKind  # the oracle modules still import it from here
 
 
 class _Frozen(BaseModel):
@@ -136,15 +132,25 @@ class MirrorSettings(_Frozen):
     @classmethod
     def _check_decimals(cls, value: dict[str, str]) -> dict[str, str]:
         for column, spec in value.items():
-            parse_precision_scale(spec, f"mirror.decimal_columns[{column}]")
+            _parse_precision_scale(spec, f"mirror.decimal_columns[{column}]")
         return value
 
     @field_validator("variable_scale_decimal")
     @classmethod
     def _check_vs(cls, value: str) -> str:
         if value.strip().lower() != "text":
-            parse_precision_scale(value, "mirror.variable_scale_decimal")
+            _parse_precision_scale(value, "mirror.variable_scale_decimal")
         return value
+
+    def declared_decimal(self, column: str) -> tuple[int, int]:
+        """``(precision, scale)`` of ``decimal_columns[column]`` (``'schema.table.column'``)."""
+        return _parse_precision_scale(self.decimal_columns[column], f"mirror.decimal_columns[{column}]")
+
+    def variable_scale_type(self) -> tuple[int, int] | None:
+        """``(precision, scale)`` of ``variable_scale_decimal``, or ``None`` for ``'text'``."""
+        if self.variable_scale_decimal.strip().lower() == "text":
+            return None
+        return _parse_precision_scale(self.variable_scale_decimal, "mirror.variable_scale_decimal")
 
     def table_settings(self, topic: str) -> TableSettings:
         """Overrides for ``topic`` (empty when none)."""
@@ -495,48 +501,10 @@ def _nest(flat: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_precision_scale(spec: str, where: str) -> tuple[int, int]:
+def _parse_precision_scale(spec: str, where: str) -> tuple[int, int]:
     """Parse ``'P,S'``; precision at most 38, the widest decimal Delta and Fabric hold."""
     match = re.fullmatch(r"\s*(\d+)\s*,\s*(\d+)\s*", spec)
     if not match or int(match[2]) > int(match[1]) or not 0 < int(match[1]) <= 38:
         msg = f"{where}: expected 'precision,scale' with 0 < precision <= 38 and scale <= precision, got {spec!r}"
         raise ValueError(msg)
     return int(match[1]), int(match[2])
-
-
-def resolve_secret_references(raw: str, where: str) -> str:
-    """Replace ``${env:NAME}`` and ``${file:/path}`` in ``raw``; errors never include the value."""
-
-    def lookup(match: re.Match[str]) -> str:
-        kind, ref = match[1], match[2]
-        if kind == "env":
-            if ref not in os.environ:
-                msg = f"{where} references environment variable {ref}, which is not set"
-                raise ConfigError(msg)
-            return os.environ[ref]
-        try:
-            return Path(ref).read_text().strip()
-        except OSError as exc:
-            msg = f"{where} references file {ref}, which cannot be read: {exc.strerror}"
-            raise ConfigError(msg) from None
-
-    return _SECRET_REFERENCE.sub(lookup, raw)
-
-
-def has_secret_reference(value: str) -> bool:
-    """Whether ``value`` holds a ``${env:NAME}`` or ``${file:/path}`` reference."""
-    return bool(_SECRET_REFERENCE.search(value))
-
-
-def is_secret_setting(key: str, value: str) -> bool:
-    """Whether a setting holds a secret: a ``${env:}``/``${file:}`` reference, or a secret-looking key."""
-    return has_secret_reference(value) or any(hint in key.lower() for hint in _SECRET_KEY_HINTS)
-
-
-def redact(key: str, value: str) -> str:
-    """Hide values of secret-looking keys (literal secrets in config are redacted too)."""
-    if _SECRET_REFERENCE.search(value):
-        return value  # a reference, not the secret
-    if any(hint in key.lower() for hint in _SECRET_KEY_HINTS):
-        return "***"
-    return value

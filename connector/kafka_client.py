@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from connector.config import SourceSettings, resolve_secret_references
+from connector.config import SourceSettings
+from connector.secrets import resolve_secret_references
 
 # librdkafka names that mean the same as the Java client's.
 _SHARED_OPTIONS = {

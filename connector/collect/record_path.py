@@ -22,7 +22,7 @@ from connector.collect.ordering import Position, position_order
 from connector.collect.pieces import CollectContext, Collected, PieceFacts, TablePiece, piece_facts
 from connector.collect.poison import DeadLetter, poison_policy
 from connector.collect.table_buffer import DeclaredDecimal, TableBatch
-from connector.config import TableSettings, parse_precision_scale
+from connector.config import TableSettings
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, Noise
 from connector.debezium.types import ConversionError, type_policy
@@ -300,7 +300,7 @@ class SliceCollector:
         for column, spec in self.mirror.decimal_columns.items():
             if column.startswith(prefix):
                 where = f"mirror.decimal_columns[{column!r}]"
-                precision, scale = parse_precision_scale(spec, where)
+                precision, scale = self.mirror.declared_decimal(column)
                 out[column[len(prefix) :]] = DeclaredDecimal(precision, scale, f"{where} ({spec!r})")
         return out
 

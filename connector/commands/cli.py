@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
-from connector.config import CredentialKind
 from connector.errors import ConnectorError
+from connector.storage import CredentialKind
 
 if TYPE_CHECKING:
     from connector.storage import Storage

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from connector.config import CredentialKind, MirrorSettings, SourceSettings
+from connector.config import MirrorSettings, SourceSettings
 from connector.errors import DecodeError, LandingZoneCorrupt
 from connector.events import KafkaRecord
 from connector.kcat import kcat_records_table, parse_kcat_line
@@ -20,7 +20,7 @@ from connector.publish.batch_result import BatchResult
 from connector.publish.fence import WriterFence
 from connector.publish.ledger import STATE_FILE
 from connector.sink import MirrorSink, publish_records_table
-from connector.storage import open_storage
+from connector.storage import CredentialKind, open_storage
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ import random
 import threading
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
-from connector.config import SchemaRegistrySettings, resolve_secret_references
+from connector.config import SchemaRegistrySettings
 from connector.debezium.avro_shape import WriterSchema
 from connector.errors import ConfigError, DecodeError, RegistryError, RegistryUnavailable
 from connector.events import KafkaRecord
+from connector.secrets import redact_url, resolve_secret_references
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -48,18 +48,6 @@ _LOCK = threading.Lock()
 _WRITER_SCHEMAS: dict[tuple[str, int], WriterSchema] = {}
 _UNREADABLE: dict[tuple[str, int], str] = {}
 _MISSING: dict[tuple[str, int], tuple[float, str]] = {}
-
-
-def redact_url(url: str) -> str:
-    """``url`` without user info, safe for logs and errors (several comma-separated URLs allowed)."""
-    out = []
-    for one in url.split(","):
-        parts = urlsplit(one.strip())
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        out.append(urlunsplit((parts.scheme, host, parts.path, "", "")))
-    return ",".join(out)
 
 
 class SchemaRegistry:

@@ -184,13 +184,7 @@ def decimal_type(precision: int, scale: int) -> pa.DataType:
 
 def type_policy(mirror: MirrorSettings) -> TypePolicy:
     """The type choices of ``mirror``'s settings."""
-    from connector.config import parse_precision_scale
-
-    spec = mirror.variable_scale_decimal
-    variable_scale = None
-    if spec.strip().lower() != "text":
-        variable_scale = parse_precision_scale(spec, "mirror.variable_scale_decimal")
-    return TypePolicy(variable_scale, mirror.wide_decimals)
+    return TypePolicy(mirror.variable_scale_type(), mirror.wide_decimals)
 
 
 def column_type_from_schema(field: Mapping[str, Any], policy: TypePolicy = DEFAULT_POLICY) -> ColumnType:

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from connector.collect.poison import DeadLetter
-from connector.config import DeadLetterSettings, SourceSettings, redact, resolve_secret_references
+from connector.config import DeadLetterSettings, SourceSettings
 from connector.errors import ConfigError
 from connector.kafka_client import client_security_options
 from connector.operate.deadletter import DeadLetterError, DeadLetterUnavailable, DeadLetterWriter
+from connector.secrets import redact, resolve_secret_references
 
 _LOG = logging.getLogger(__name__)
 

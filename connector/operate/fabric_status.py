@@ -64,10 +64,10 @@ import orjson
 from azure.core.exceptions import AzureError
 from pydantic import SecretStr
 
-from connector.config import CredentialKind, resolve_secret_references
 from connector.errors import ConfigError
 from connector.landing_zone import TableRef
-from connector.storage import Storage, open_storage
+from connector.secrets import resolve_secret_references
+from connector.storage import CredentialKind, Storage, open_storage
 from connector.storage.credentials import CredentialConfig, build_credential
 from connector.storage.errors import StorageError
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from connector.config import CredentialKind
+from typing import Literal
+
 from connector.storage.base import FileInfo, Storage, join
 from connector.storage.local import LocalStorage
 
-__all__ = ["FileInfo", "LocalStorage", "Storage", "is_remote", "join", "open_storage"]
+__all__ = ["CredentialKind", "FileInfo", "LocalStorage", "Storage", "is_remote", "join", "open_storage"]
+
+CredentialKind = Literal["default", "workload_identity", "managed_identity", "client_secret", "client_certificate"]
+"""An Azure identity of ``connector.storage.credentials`` (every ``credential`` setting takes one)."""
 
 
 def is_remote(url: str) -> bool:

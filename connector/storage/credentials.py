@@ -30,7 +30,7 @@ from azure.identity import (
 )
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from connector.config import CredentialKind
+from connector.storage import CredentialKind
 
 #: The only token scope the connector requests: Azure Storage, which OneLake accepts too.
 STORAGE_SCOPE = "https://storage.azure.com/.default"

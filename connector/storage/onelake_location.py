@@ -1,4 +1,4 @@
-"""Where a OneLake / ADLS Gen2 storage root lives: parsing its URL, and redacting URLs for messages.
+"""Where a OneLake / ADLS Gen2 storage root lives: parsing its URL (shown through ``secrets.redact_url``).
 
 Turns a landing-zone, ``abfss://``, ADLS Gen2 or loopback-emulator URL into the endpoint, filesystem and
 root folder the DFS API addresses (``parse_location``), refusing forms the connector cannot use with a
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote, unquote, urlsplit
 
+from connector.secrets import redact_url
 from connector.storage.errors import InvalidStorageURL
 
 _ONELAKE_HOST = re.compile(r"^(?:[a-z0-9-]+-)?onelake\.dfs\.fabric\.microsoft\.com$", re.IGNORECASE)
@@ -84,11 +85,12 @@ def parse_location(url: str) -> OneLakeLocation:
         parts = urlsplit(text)
         port = f":{parts.port}" if parts.port else ""
     except ValueError as exc:  # an unclosed IPv6 bracket, a port that is no number or out of range
-        msg = f"storage URL {redact_url(text)} is malformed: {exc}"
+        msg = f"storage URL {redact_url(text, keep_user=True)} is malformed: {exc}"
         raise InvalidStorageURL(msg) from None
     scheme = parts.scheme.lower()
     if parts.query or parts.fragment:
-        msg = f"storage URL must not have a query or fragment (SAS tokens are not supported): {redact_url(text)}"
+        shown = redact_url(text, keep_user=True)
+        msg = f"storage URL must not have a query or fragment (SAS tokens are not supported): {shown}"
         raise InvalidStorageURL(msg)
     host = (parts.hostname or "").lower()
     segments = [unquote(s) for s in parts.path.split("/") if s]
@@ -149,8 +151,3 @@ def _remote_kind(host: str, text: str) -> LocationKind:
         raise InvalidStorageURL(msg)
     msg = f"unsupported storage host {host!r} in {text}; expected one of: {_URL_FORMS}"
     raise InvalidStorageURL(msg)
-
-
-def redact_url(url: str) -> str:
-    """Drop the query and fragment of a URL before it goes into an error message (a SAS signature)."""
-    return url.split("?", 1)[0].split("#", 1)[0]

@@ -20,7 +20,7 @@ from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline import PipelineRequest, PipelineResponse
 from azure.storage.filedatalake import ExponentialRetry
 
-from connector.storage.onelake_location import redact_url
+from connector.secrets import redact_url
 
 _LOG = logging.getLogger(__name__)
 

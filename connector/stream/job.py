@@ -23,19 +23,14 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pyarrow as pa
 
-from connector.config import (
-    ConnectorSettings,
-    has_secret_reference,
-    is_secret_setting,
-    load_settings,
-    resolve_secret_references,
-)
+from connector.config import ConnectorSettings, load_settings
 from connector.debezium.decoder import open_decoder
 from connector.debezium.types import type_policy
 from connector.errors import ConfigError
 from connector.operate import metrics
 from connector.operate.deadletter_output import open_dead_letter_writer
 from connector.publish.fence import WriterFence
+from connector.secrets import has_secret_reference, is_secret_setting, resolve_secret_references
 from connector.sink import MirrorSink, publish_records_table
 from connector.storage import is_remote, open_storage
 from connector.stream.batch_retry import retry_transient

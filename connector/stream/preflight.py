@@ -22,11 +22,11 @@ from urllib.parse import urlsplit
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from connector.config import ConnectorSettings, CredentialKind, SourceSettings
+from connector.config import ConnectorSettings, SourceSettings
 from connector.errors import ConfigError
 from connector.kafka_client import client_security_options
 from connector.operate.metrics import metrics_port_problem
-from connector.storage import is_remote
+from connector.storage import CredentialKind, is_remote
 from connector.storage.base import TEMP_PREFIX
 from connector.storage.errors import InvalidCredential, StorageError
 from connector.stream.source import kafka_jars, source_path

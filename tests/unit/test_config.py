@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from connector.commands.check_config import SCHEMA_FILE, check_config_file, config_json_schema
-from connector.config import load_settings, redact
+from connector.config import load_settings
 from connector.errors import ConfigError
+from connector.secrets import redact, redact_url
 from connector.stream.job import spark_interval
 
 
@@ -75,6 +76,15 @@ def test_secret_references_resolve_only_on_use(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(ConfigError) as info:
         settings.source.resolved_kafka_options()
     assert "JAAS" in str(info.value) and "s3cret" not in str(info.value)
+
+
+def test_the_url_redactor_hides_user_info_and_queries() -> None:
+    """One rule for every URL a message shows: registries, storage URLs (a SAS is a query), database URLs."""
+    assert redact_url("http://alice:hunter2@h1:1/x?q=1, http://h2:2") == "http://h1:1/x,http://h2:2"
+    assert redact_url("mysql://u:s3cret@h:1/db", keep_user=True) == "mysql://u:***@h:1/db"
+    onelake = "abfss://ws@onelake.dfs.fabric.microsoft.com/item/Files"
+    assert redact_url(f"{onelake}?sv=2024&sig=abc#f", keep_user=True) == onelake
+    assert redact_url("https://[broken/x?sig=abc") == "https://[broken/x"
 
 
 def test_check_config_reports_readable_errors(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Layers, top to bottom (a module may import its own package and anything on a lower layer):
 ``__main__`` → ``commands`` → ``stream`` → ``oracle`` → ``sink`` → ``operate`` → ``publish`` → ``collect`` →
-``landing_zone`` → ``storage``, ``debezium``, ``kafka_client``, ``record_columns`` → ``config``, ``secrets``,
+``landing_zone`` → ``debezium``, ``kafka_client``, ``record_columns`` → ``config`` → ``storage`` → ``secrets``,
 ``kcat`` → ``errors``, ``events``. Every import counts, also those inside functions.
 """
 
@@ -19,22 +19,22 @@ LAYERS: dict[str, int] = {
     "connector": 0,  # the package's face: the version
     "errors": 0,
     "events": 0,
-    "config": 1,
     "secrets": 1,
     "kcat": 1,
     "storage": 2,
-    "debezium": 2,
-    "kafka_client": 2,
-    "record_columns": 2,
-    "landing_zone": 3,
-    "collect": 4,
-    "publish": 5,
-    "operate": 6,
-    "sink": 7,
-    "oracle": 8,
-    "stream": 9,
-    "commands": 10,
-    "__main__": 11,
+    "config": 3,
+    "debezium": 4,
+    "kafka_client": 4,
+    "record_columns": 4,
+    "landing_zone": 5,
+    "collect": 6,
+    "publish": 7,
+    "operate": 8,
+    "sink": 9,
+    "oracle": 10,
+    "stream": 11,
+    "commands": 12,
+    "__main__": 13,
 }
 
 
