@@ -40,6 +40,7 @@ from connector.config import CredentialKind
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing_zone import PARQUET, TableRef, discover_tables
+from connector.oracle.extra import require_extra
 from connector.oracle.landing_reader import (
     DataFile,
     column_is_all_null,
@@ -91,12 +92,15 @@ def replay_to(
 
     Raises:
         ConfigError: ``landing_zone`` is a local folder that does not exist, or the format is unknown.
+        MissingExtra: ``delta`` without the ``verify`` extra (``deltalake``).
         LandingZoneCorrupt: a table cannot be replayed (``TableRefused`` when Delta refuses it).
     """
     storage = open_storage(landing_zone, credential)
     require_landing_zone(storage, landing_zone)
     if output_format == "delta":
         from connector.oracle.delta_oracle import apply_to_delta
+
+        require_extra("replay --format delta", ("deltalake",))
 
         return apply_to_delta(landing_zone, Path(output_dir), credential=credential)
     if output_format != "parquet":

@@ -18,6 +18,7 @@ from connector.config import CredentialKind
 from connector.errors import LandingZoneCorrupt
 from connector.landing_zone import discover_tables
 from connector.oracle.delta_oracle import apply_table_to_delta
+from connector.oracle.extra import require_extra
 from connector.oracle.landing_reader import read_table_metadata, require_landing_zone
 from connector.oracle.source_mysql import MySqlReader, MySqlSource, is_mysql_url
 from connector.oracle.source_postgres import PostgresReader
@@ -46,10 +47,12 @@ def verify(
     open mirroring stops only the refused table.
 
     Raises:
+        MissingExtra: the ``verify`` extra (the database driver, ``deltalake``) is not installed.
         ConfigError: the source URL is malformed, or ``landing_zone`` is a local folder that does not exist.
         ConnectorError: the source cannot be reached, or a mirrored table has no source table.
     """
     reader = source_reader(source_url)
+    require_extra("verify", ("deltalake", reader.driver))
     storage = open_storage(landing_zone, credential)
     require_landing_zone(storage, landing_zone)
     reports = []

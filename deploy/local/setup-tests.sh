@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh machine, idempotently:
 #   Debian packages (PostgreSQL and MariaDB for the end-to-end stacks, Prometheus for promtool and the server),
-#   the project in .venv with its test extras, the jar sets from Maven Central (Kafka broker,
+#   the project in .venv with its test extra (which includes the verify extra: psycopg, PyMySQL, deltalake), the jar sets from Maven Central (Kafka broker,
 #   Spark's Kafka source, Kafka Connect + Debezium (Postgres; MariaDB in a set of its own), Apicurio's
 #   Avro converter for Connect, and the Apicurio Registry application for deploy/local/registry.sh) and
 #   helm built from the Go module proxy.
