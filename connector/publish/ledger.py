@@ -89,6 +89,9 @@ class LedgerState:
     sources: tuple[BatchSource, ...] = ()
     # Kafka end offsets a new Spark checkpoint starts from (``run --resume-from-ledger``), until its first commit.
     resume_offsets: str | None = None
+    # The Debezium source this checkpoint mirrors (``connector.publish.source_identity``): its topic prefix and
+    # the source databases seen, JSON; ``None`` in a state written before it was recorded.
+    source_identity: str | None = None
 
     def source(self, batch_id: int) -> BatchSource | None:
         """The recorded source offsets of ``batch_id``, ``None`` when not recorded (or too old)."""
@@ -109,6 +112,7 @@ class LedgerState:
             "tables": {name: asdict(t) for name, t in sorted(self.tables.items())},
             "sources": [{"batch_id": s.batch_id, "offsets": list(s.offsets)} for s in self.sources],
             **({"resume_offsets": self.resume_offsets} if self.resume_offsets is not None else {}),
+            **({"source_identity": self.source_identity} if self.source_identity is not None else {}),
         }
 
     @classmethod
@@ -123,7 +127,14 @@ class LedgerState:
             BatchSource(int(s["batch_id"]), tuple(str(line) for line in s["offsets"])) for s in data.get("sources", ())
         )
         resume = data.get("resume_offsets")
-        return cls(int(data["last_committed_batch"]), tables, sources, None if resume is None else str(resume))
+        identity = data.get("source_identity")
+        return cls(
+            int(data["last_committed_batch"]),
+            tables,
+            sources,
+            None if resume is None else str(resume),
+            source_identity=None if identity is None else str(identity),
+        )
 
 
 @dataclass(frozen=True)

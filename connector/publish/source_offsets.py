@@ -39,8 +39,9 @@ def check_source(spark_offsets: tuple[str, ...], batch_id: int, kind: str, topic
     Spark resumes a query from its offsets log and cannot read one source's offsets with another: a file
     source's ``{"logOffset":1}`` given to the Kafka source fails inside Spark, and Kafka offsets of topics the
     pattern no longer matches (another broker's, another database's) end in a misleading data-loss error.
-    When some of the topics still match, the pattern was changed: that is not refused here (Spark itself
-    stops, failOnDataLoss, when a partition it read leaves the subscription).
+    When some of the topics still match but others do not, the pattern was narrowed: refused with the way to apply
+    it (``--resume-from-ledger``), since Spark itself would stop with a misleading data-loss error for every
+    partition that leaves the subscription. A widened pattern is fine (new topics start at their first record).
 
     Args:
         spark_offsets: The offsets lines of Spark's latest offsets log entry.
@@ -50,7 +51,8 @@ def check_source(spark_offsets: tuple[str, ...], batch_id: int, kind: str, topic
         where: The Spark checkpoint folder, for messages.
 
     Raises:
-        ConfigError: the checkpoint was written by the other kind of source, or for none of these topics.
+        ConfigError: the checkpoint was written by the other kind of source, for none of these topics, or for
+            topics the pattern no longer matches.
     """
     ends = kafka_offsets(spark_offsets)
     written_by = "kafka" if ends is not None else "files" if _is_file_source(spark_offsets) else None
@@ -80,6 +82,19 @@ def check_source(spark_offsets: tuple[str, ...], batch_id: int, kind: str, topic
             f"Spark's checkpoint {where} was written for the Kafka topics {_topic_list(ends)} ({logged}), none "
             f"of which matches source.topics {topics!r}: this checkpoint belongs to another source (another "
             f"broker, database or topic set), whose topics Spark would report as deleted. {OTHER_SOURCE_RECOVERY}"
+        )
+        raise ConfigError(msg)
+    dropped = sorted(topic for topic in ends if not pattern.fullmatch(topic))
+    if dropped:
+        partitions = ", ".join(f"{t}[{p}]" for t in dropped for p in sorted(ends[t], key=int))
+        msg = (
+            f"source.topics {topics!r} was narrowed: it no longer matches {len(dropped)} of the topics Spark's "
+            f"checkpoint {where} reads ({_topic_list({t: ends[t] for t in dropped})}; partitions {partitions}), and "
+            "Spark cannot drop partitions from a checkpointed query (nothing is lost: the pattern changed). To apply "
+            "the narrower pattern, run once with `run --resume-from-ledger`: the Spark checkpoint is moved aside and "
+            "a new one starts from the Kafka offsets the ledger's last published batch ended at, for the topics the "
+            "pattern still matches; the tables of the dropped topics keep what they have. Or run with the previous "
+            "source.topics"
         )
         raise ConfigError(msg)
 
@@ -185,7 +200,9 @@ def check_start(
         msg = (
             f"Spark's checkpoint {where} committed batch {spark_committed}, but the ledger's last published batch "
             f"is {last}: batches {last + 1}..{spark_committed} would never be published (the ledger was restored "
-            f"from an older copy, or the Spark checkpoint belongs to another ledger). {RECOVERY}"
+            f"from an older copy, or the Spark checkpoint belongs to another ledger). If the ledger is an older copy, "
+            f"run once with `run --resume-from-ledger`: it takes each table's next file number from the landing zone "
+            f"and resumes from the newest Kafka offsets recorded. {RECOVERY}"
         )
         raise LandingZoneCorrupt(msg)
     recorded = state.source(last)

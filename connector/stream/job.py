@@ -30,6 +30,8 @@ from connector.errors import ConfigError
 from connector.operate import metrics
 from connector.operate.deadletter_output import open_dead_letter_writer
 from connector.publish.fence import WriterFence
+from connector.publish.ledger import BatchLedger
+from connector.publish.source_identity import SourceClaim, check_source, check_topics
 from connector.secrets import has_secret_reference, is_secret_setting, resolve_secret_references
 from connector.sink import MirrorSink, publish_records_table
 from connector.storage import is_remote, open_storage
@@ -212,69 +214,25 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     ``resume_from_ledger_offsets`` (``--resume-from-ledger``) moves Spark's checkpoint aside and starts a new
     one from the ledger's last end offsets (``connector.stream.resume``).
     """
-    if is_remote(settings.checkpoint):
-        msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
-        raise ConfigError(msg)
-    check_before_spark(settings)
-    checkpoint = Path(settings.checkpoint)
-    spark_checkpoint = SparkCheckpoint(checkpoint / "spark")
-    # A checkpoint another source wrote (the file source's, another broker's or database's topics) fails
-    # inside Spark, or as a misleading data-loss error: refused first, read-only, before the landing zone.
-    spark_checkpoint.verify_source(settings.source)
-    check_debezium_settings(settings)
-    health = metrics.HealthState(stall_after_s=settings.metrics.stall_after_s)
-    if settings.metrics.port:
-        server = metrics.serve(settings.metrics.port, health)
-        log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
-    # An incomplete fabric_status section fails here; reading Fabric's status later never stops the job.
-    fabric_status = FabricStatusPoller.open(settings)
-    landing = open_storage(settings.landing_zone.url, settings.landing_zone.credential)
-    # One writer per checkpoint and landing zone, held until exit: taken before the ledger is read or the
-    # start-up clean-up runs, so a second instance is refused before it can delete our uploads.
-    fence = WriterFence(landing, open_storage(str(checkpoint))).hold_until_exit()
-    # A missing schema registry URL fails here, before Spark starts.
-    open_decoder(settings.source, type_policy(settings.mirror))
-    sink = MirrorSink(
-        fence.landing,
-        fence.checkpoint,
-        settings.mirror,
-        source=settings.source,
-        dead_letters=open_dead_letter_writer(settings),
-        snapshot_signal=KafkaSnapshotSignal(settings.source, settings.mirror.rebuild)
-        if settings.source.kind == "kafka"
-        else None,
-        # A rebuild waits until Fabric no longer lists the table: read fresh when it asks.
-        fabric_tables=fabric_status.poll_once if fabric_status is not None else None,
-    )
-    completed = sink.recover()
-    sink.advance_rebuilds()  # a rebuild requested while the connector was down starts before the first batch
-    # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
-    # Spark reuse batch ids the ledger calls published (silent loss), so they must agree before Spark starts.
-    if resume_from_ledger_offsets:
-        resume_from_ledger(sink.ledger, spark_checkpoint)
-    spark_checkpoint.verify_ledger(sink.ledger.state)
-    resume = sink.ledger.state.resume_offsets
-    if resume is not None:
-        start = starting_offsets(resume, settings.source)
-        log.info("a new Spark checkpoint starts from the ledger's end offsets: %s", start)
-        settings = settings.model_copy(
-            update={"source": settings.source.model_copy(update={"starting_offsets": start})}
-        )
-    metrics.set_table_states(sink)
-    log.info(
-        "starting source=%s topics=%s landing_zone=%s checkpoint=%s trigger=%s kafka_options=%s recovered_batches=%d",
-        settings.source.kind,
-        settings.source.topics,
-        landing.url,
-        checkpoint,
-        settings.trigger,
-        settings.source.redacted_kafka_options(),
-        completed,
-    )
-    spark = spark_session(settings)
-    # After the session: PySpark's SparkContext installs a SIGINT handler of its own that calls into the JVM.
+    # SIGTERM/SIGINT from the first instant on is a stop request, never a kill (exit 143): start-up looks at it
+    # between its steps and ends with exit 0 before anything is published; the handlers go back on any error.
     graceful = GracefulStop()
     restore_signals = graceful.install()
+    try:
+        started = _start_up(settings, graceful, resume_from_ledger_offsets=resume_from_ledger_offsets)
+    except BaseException:
+        restore_signals()
+        raise
+    if started is None:
+        return _stopped_before_query(graceful)
+    settings, health, fabric_status, sink, spark_checkpoint = started
+    checkpoint = Path(settings.checkpoint)
+    spark = spark_session(settings)
+    # Again after the session: PySpark's SparkContext installs a SIGINT handler of its own that calls into the JVM.
+    restore_signals = graceful.install()
+    if graceful.requested.is_set():
+        spark.stop()
+        return _stopped_before_query(graceful)
     writer = stream(spark, settings).writeStream.foreachBatch(
         graceful.gate(
             BatchWriter(
@@ -318,6 +276,103 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
         log.warning("table rebuilding: %s: %s (it goes on at the next start)", table, phase)
     spark.stop()
     return 1 if stopped else 0
+
+
+_Started = tuple[ConnectorSettings, metrics.HealthState, FabricStatusPoller | None, MirrorSink, SparkCheckpoint]
+
+
+def _start_up(
+    settings: ConnectorSettings, graceful: GracefulStop, *, resume_from_ledger_offsets: bool
+) -> _Started | None:
+    """Every check and recovery before Spark starts; ``None`` when a stop was requested meanwhile."""
+    if is_remote(settings.checkpoint):
+        msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
+        raise ConfigError(msg)
+    topics = check_before_spark(settings)
+    checkpoint = Path(settings.checkpoint)
+    spark_checkpoint = SparkCheckpoint(checkpoint / "spark")
+    if not resume_from_ledger_offsets:
+        # A checkpoint another source wrote (the file source's, another broker's or database's topics), or one
+        # whose topics the pattern no longer matches, fails inside Spark, or as a misleading data-loss error:
+        # refused first, read-only, before the landing zone. A resume moves that folder aside instead.
+        spark_checkpoint.verify_source(settings.source)
+    landing = open_storage(settings.landing_zone.url, settings.landing_zone.credential)
+    # A landing zone mirrors one Debezium source: topics of another prefix, or two topics for one table folder,
+    # are refused here, read-only (the ledger is read, not locked).
+    prefix = None
+    if topics is not None:
+        prefix = check_topics(topics, settings.mirror, landing.url)
+        check_source(
+            prefix,
+            landing,
+            BatchLedger(open_storage(str(checkpoint))).state,
+            where_ledger=str(checkpoint),
+            topics=settings.source.topics,
+        )
+    if graceful.requested.is_set():
+        return None
+    check_debezium_settings(settings)
+    health = metrics.HealthState(stall_after_s=settings.metrics.stall_after_s)
+    if settings.metrics.port:
+        server = metrics.serve(settings.metrics.port, health)
+        log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
+    # An incomplete fabric_status section fails here; reading Fabric's status later never stops the job.
+    fabric_status = FabricStatusPoller.open(settings)
+    # One writer per checkpoint and landing zone, held until exit: taken before the ledger is read or the
+    # start-up clean-up runs, so a second instance is refused before it can delete our uploads.
+    fence = WriterFence(landing, open_storage(str(checkpoint))).hold_until_exit()
+    # A missing schema registry URL fails here, before Spark starts.
+    open_decoder(settings.source, type_policy(settings.mirror))
+    sink = MirrorSink(
+        fence.landing,
+        fence.checkpoint,
+        settings.mirror,
+        source=settings.source,
+        dead_letters=open_dead_letter_writer(settings),
+        snapshot_signal=KafkaSnapshotSignal(settings.source, settings.mirror.rebuild)
+        if settings.source.kind == "kafka"
+        else None,
+        # A rebuild waits until Fabric no longer lists the table: read fresh when it asks.
+        fabric_tables=fabric_status.poll_once if fabric_status is not None else None,
+    )
+    completed = sink.recover()
+    if prefix is not None:
+        # Recorded at the landing-zone root and in the ledger (after recovery, which commits older plans' states).
+        SourceClaim(fence.landing, sink.ledger, settings.mirror).admit(topics or ())
+    sink.advance_rebuilds()  # a rebuild requested while the connector was down starts before the first batch
+    # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
+    # Spark reuse batch ids the ledger calls published (silent loss), so they must agree before Spark starts.
+    if resume_from_ledger_offsets:
+        resume_from_ledger(sink.ledger, spark_checkpoint, fence.landing)
+    spark_checkpoint.verify_ledger(sink.ledger.state)
+    resume = sink.ledger.state.resume_offsets
+    if resume is not None:
+        start = starting_offsets(resume, settings.source)
+        log.info("a new Spark checkpoint starts from the ledger's end offsets: %s", start)
+        settings = settings.model_copy(
+            update={"source": settings.source.model_copy(update={"starting_offsets": start})}
+        )
+    metrics.set_table_states(sink)
+    if graceful.requested.is_set():
+        return None
+    log.info(
+        "starting source=%s topics=%s landing_zone=%s checkpoint=%s trigger=%s kafka_options=%s recovered_batches=%d",
+        settings.source.kind,
+        settings.source.topics,
+        landing.url,
+        checkpoint,
+        settings.trigger,
+        settings.source.redacted_kafka_options(),
+        completed,
+    )
+    return settings, health, fabric_status, sink, spark_checkpoint
+
+
+def _stopped_before_query(graceful: GracefulStop) -> int:
+    """A stop requested during start-up: nothing was published (the ledger completed any interrupted batch)."""
+    graceful.restore()
+    log.info("stopped on %s during start-up: the query never started, nothing was published", graceful.signal_name)
+    return 0
 
 
 def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.HealthState) -> None:

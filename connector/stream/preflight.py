@@ -49,11 +49,14 @@ _SECRET_OPTIONS = ("sasl.password", "ssl.key.password", "sasl.oauthbearer.client
 _ATTEMPT_S = 2.0
 
 
-def check_before_spark(settings: ConnectorSettings) -> None:
+def check_before_spark(settings: ConnectorSettings) -> list[str] | None:
     """Check the landing zone, the checkpoint, the metrics port and the source before Spark starts.
 
     Local checks come first: they take milliseconds, a OneLake landing zone about a second, the Kafka
     check up to ``source.connect_timeout_s``.
+
+    Returns:
+        The Kafka topics ``source.topics`` matches now (``None`` for the file source, or a Java-only pattern).
 
     Raises:
         ConfigError: The first problem found, naming the setting and what it points at.
@@ -77,12 +80,12 @@ def check_before_spark(settings: ConnectorSettings) -> None:
         check_remote_landing_zone(landing_zone.url, landing_zone.credential)
     if source.kind == "files":
         source_path(source)
-        return
+        return None
     if not source.bootstrap_servers:
         msg = "source.bootstrap_servers is required for source.kind=kafka (--bootstrap-servers)"
         raise ConfigError(msg)
     kafka_jars()
-    check_kafka(source, settings.trigger)
+    return check_kafka(source, settings.trigger)
 
 
 def check_landing_zone_url(url: str) -> None:
@@ -188,12 +191,16 @@ def check_metrics_port(port: int) -> None:
             raise ConfigError(metrics_port_problem(port, exc)) from None
 
 
-def check_kafka(source: SourceSettings, trigger: str) -> None:
+def check_kafka(source: SourceSettings, trigger: str) -> list[str] | None:
     """One metadata request with the source's own security settings, bounded by ``source.connect_timeout_s``.
 
     Spark's Kafka source waits for ever on brokers that do not answer and reports refused credentials
     only as a JVM stack trace. librdkafka reports a refusal through the error callback while the request
     is pending, so the wait is cut into short attempts and a refusal ends it at once.
+
+    Returns:
+        The topics ``source.topics`` matches (whole name, as Spark's subscribePattern); ``None`` when the
+        pattern is a Java-only regex Python cannot judge.
 
     Raises:
         ConfigError: No broker answered in time, or the brokers refused the client's credentials.
@@ -242,19 +249,20 @@ def check_kafka(source: SourceSettings, trigger: str) -> None:
             last = _scrub(reported[-1].str(), options) if reported else "no answer"
             msg = f"no Kafka broker of {bootstrap} answered within {timeout_s:g}s (source.connect_timeout_s): {last}"
             raise ConfigError(msg)
-    _warn_when_no_topic_matches(source.topics, list(metadata.topics), bootstrap, trigger)
+    return _matching_topics(source.topics, list(metadata.topics), bootstrap, trigger)
 
 
-def _warn_when_no_topic_matches(pattern: str, topics: list[str], bootstrap: str, trigger: str) -> None:
-    """A pattern that matches nothing yet is normal before Debezium's first snapshot: a warning, not an error."""
+def _matching_topics(pattern: str, topics: list[str], bootstrap: str, trigger: str) -> list[str] | None:
+    """The topics ``pattern`` matches; none yet is normal before Debezium's first snapshot: a warning, not an error."""
     try:
         compiled = re.compile(pattern)
     except re.error:
-        return  # a Java-only construct: Spark judges it
-    if any(compiled.fullmatch(topic) for topic in topics):
-        return
-    outcome = "this run will find nothing to do" if trigger == "available-now" else "waiting for one to appear"
-    log.warning("no topic on %s matches source.topics %r yet; %s", bootstrap, pattern, outcome)
+        return None  # a Java-only construct: Spark judges it
+    matching = sorted(topic for topic in topics if compiled.fullmatch(topic))
+    if not matching:
+        outcome = "this run will find nothing to do" if trigger == "available-now" else "waiting for one to appear"
+        log.warning("no topic on %s matches source.topics %r yet; %s", bootstrap, pattern, outcome)
+    return matching
 
 
 def _scrub(text: str, options: dict[str, object]) -> str:

@@ -51,6 +51,7 @@ class GracefulStop:
         # Held for the whole of a batch: the main thread takes it to wait for the batch in flight.
         self._in_batch = threading.Lock()
         self.abandoned: list[int] = []
+        self._previous: dict[signal.Signals, Any] | None = None
 
     def request(self, reason: str) -> None:
         """Ask for a stop (a signal, or the code that watches the query)."""
@@ -59,7 +60,12 @@ class GracefulStop:
             self.requested.set()
 
     def install(self) -> Callable[[], None]:
-        """Route SIGTERM and SIGINT to :meth:`request`; returns the function that restores the old handlers."""
+        """Route SIGTERM and SIGINT to :meth:`request`; returns the function that restores the first handlers found.
+
+        ``run`` installs it first thing, so a signal during start-up (imports done, Spark not yet up) is a stop
+        request too, and again once the SparkSession exists: PySpark's SparkContext replaces the SIGINT handler
+        with its own, which calls into the JVM. Installing again keeps the handlers found the first time.
+        """
 
         def handler(signum: int, frame: FrameType | None) -> None:
             # Only an Event and a log line here: no py4j call (see the module docstring).
@@ -68,15 +74,19 @@ class GracefulStop:
             self.request(name)
 
         previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
-        py4j_log = logging.getLogger("py4j.clientserver")
-        py4j_log.addFilter(_drop_refusals)
+        if self._previous is None:
+            self._previous = previous
+            logging.getLogger("py4j.clientserver").addFilter(_drop_refusals)
+        return self.restore
 
-        def restore() -> None:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-            py4j_log.removeFilter(_drop_refusals)
-
-        return restore
+    def restore(self) -> None:
+        """Put back the handlers found at the first :meth:`install` (nothing when never installed)."""
+        if self._previous is None:
+            return
+        for sig, old in self._previous.items():
+            signal.signal(sig, old)
+        self._previous = None
+        logging.getLogger("py4j.clientserver").removeFilter(_drop_refusals)
 
     def gate(
         self, write_batch: Callable[[Any, int], None], on_refuse: Callable[[], None] | None = None

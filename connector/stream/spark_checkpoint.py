@@ -12,10 +12,17 @@ from typing import TYPE_CHECKING
 
 from connector.errors import LandingZoneCorrupt
 from connector.publish.ledger import LedgerState
-from connector.publish.source_offsets import check_source, check_start
+from connector.publish.source_offsets import check_source, check_start, kafka_offsets
 
 if TYPE_CHECKING:
     from connector.config import SourceSettings
+
+
+GARBLED_RECOVERY = (
+    "To recover, restore the Spark checkpoint folder that belongs with the ledger from a backup, or (Kafka source) "
+    "run once with `run --resume-from-ledger`, which moves the Spark checkpoint aside and starts a new one from the "
+    "Kafka offsets the ledger's last published batch ended at"
+)
 
 
 class SparkCheckpoint:
@@ -32,13 +39,13 @@ class SparkCheckpoint:
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as exc:
-            msg = f"Spark's offsets log {path} is unreadable ({exc})"
+            msg = f"Spark's offsets log {path} is unreadable ({exc}). {GARBLED_RECOVERY}"
             raise LandingZoneCorrupt(msg) from None
         lines = text.split("\n")
         if len(lines) < 3 or not lines[0].startswith("v"):
             msg = (
                 f"Spark's offsets log {path} is not one Spark wrote (expected a version line, a metadata line "
-                "and the source offsets)"
+                f"and the source offsets). {GARBLED_RECOVERY}"
             )
             raise LandingZoneCorrupt(msg)
         return tuple(line for line in lines[2:] if line)
@@ -66,6 +73,23 @@ class SparkCheckpoint:
         offsets = self.offsets(batch_id)
         if offsets is not None:
             check_source(offsets, batch_id, source.kind, source.topics, str(self.folder))
+
+    def newest_committed_offsets(self) -> tuple[int, dict[str, dict[str, int]]] | None:
+        """The Kafka end offsets of the newest batch Spark committed, and its id; ``None`` when unknown.
+
+        Spark commits a batch only after ``foreachBatch`` returned, so everything up to these offsets was published.
+        A missing or damaged log, or the file source's, gives ``None``: ``--resume-from-ledger`` then falls back to
+        the ledger's own record.
+        """
+        for batch_id in sorted((int(p.name) for p in _entries(self.folder / "commits")), reverse=True):
+            try:
+                lines = self.offsets(batch_id)
+            except LandingZoneCorrupt:
+                continue
+            ends = kafka_offsets(lines) if lines is not None else None
+            if ends:
+                return batch_id, ends
+        return None
 
     def last_committed(self) -> int | None:
         """The highest batch id in Spark's commit log, ``None`` when it has none."""

@@ -192,15 +192,26 @@ def test_a_kafka_checkpoint_of_other_topics_is_refused_and_a_pattern_change_is_n
     assert "none of which matches source.topics" in message
     assert tree_digests(tmp_path) == before  # neither the checkpoint nor the landing zone touched
 
-    # A pattern that still matches the checkpoint's topics, and more, is a change on purpose: Spark goes on.
-    # (One that drops some of them is not refused here either, but Spark itself then stops with failOnDataLoss:
-    # "Partitions ... have been deleted".)
+    # A pattern over both sources is refused too: one landing zone mirrors one source (issue 23); it used to
+    # merge the second source's tables into the first one's folders.
     both = list(args)
     both[both.index("--topics") + 1] = rf"(__debezium-heartbeat\.)?({first_source}|{second_source})(\..*)?"
-    widened = run_connector(*both)
+    merged = run_connector(*both)
+    assert merged.returncode == 2, merged.stderr[-4000:]
+    assert f"{first_source}.public.customers and {second_source}.public.customers" in merged.stderr
+    assert tree_digests(tmp_path) == before
+
+    # A pattern that still matches the checkpoint's topics, and more of the same source, is a change on purpose:
+    # Spark goes on and reads the new topic too. (One that drops some of them is refused: see
+    # test_resume_recoveries.py.)
+    late = make_topic(f"{first_source}.public.late", 1)
+    produce(kafka_bootstrap, [second.customers.raw(b'{"ts_ms":1}')._replace(topic=late, partition=0)])
+    widened_args = list(args)
+    widened_args[widened_args.index("--topics") + 1] = rf"(__debezium-heartbeat\.)?{first_source}(\..*)?|nothing"
+    widened = run_connector(*widened_args)
     assert widened.returncode == 0, widened.stderr[-4000:]
     spark = SparkCheckpoint(tmp_path / "cp" / "spark")
     last = spark.last_committed()
     assert last is not None
     read = orjson.loads((spark.offsets(last) or ("{}",))[0])
-    assert read[second.orders.name] and read[f"{first_source}.sales.orders"]  # both topic sets, one checkpoint
+    assert read[late] and read[f"{first_source}.sales.orders"]  # the new topic joined the checkpoint

@@ -203,8 +203,14 @@ def test_a_kafka_checkpoint_whose_topics_the_pattern_no_longer_matches_is_refuse
     # As Spark's subscribePattern: the whole name must match (a prefix match is no match).
     with pytest.raises(ConfigError, match="none of which matches"):
         spark.verify_source(kafka_source("dbserver1"))
-    # Some topics still matching is a pattern change Spark handles (it drops the others): accepted.
-    spark.verify_source(kafka_source(r"dbserver1\.public\.orders"))
+    # Some topics still matching: the pattern was narrowed. Spark would stop with "Kafka data lost" for the
+    # partitions that leave; refused with what was dropped and how to apply it. A wider pattern is accepted.
+    with pytest.raises(ConfigError) as narrowed:
+        spark.verify_source(kafka_source(r"dbserver1\.public\.orders"))
+    message = str(narrowed.value)
+    assert "was narrowed: it no longer matches 1 of the topics" in message
+    assert f"partitions {TOPIC}[0])" in message and "--resume-from-ledger" in message
+    assert "lost" not in message.replace("nothing is lost", "")
     spark.verify_source(kafka_source(".*"))
 
 
@@ -376,7 +382,8 @@ def test_resume_moves_spark_aside_and_starts_from_the_ledgers_last_end_offsets(t
     write_spark_log(tmp_path / "cp" / "spark", 3, kafka(p0=4), committed=True)
     spark = SparkCheckpoint(tmp_path / "cp" / "spark")
 
-    resume_from_ledger(ledger_files, spark)
+    landing = LocalStorage(str(tmp_path / "lz"))
+    resume_from_ledger(ledger_files, spark, landing)
     assert not spark.folder.exists()
     moved = list((tmp_path / "cp").glob("spark.moved-*"))
     assert len(moved) == 1 and (moved[0] / "offsets" / "3").exists()
@@ -385,22 +392,70 @@ def test_resume_moves_spark_aside_and_starts_from_the_ledgers_last_end_offsets(t
     assert orjson.loads(reopened.resume_offsets or "") == {TOPIC: {"0": 20, "1": 5}}
     spark.verify_ledger(reopened)  # the new, empty Spark checkpoint agrees with the resumed ledger
     # A crash before the first new batch: resuming again keeps the same offsets.
-    resume_from_ledger(BatchLedger(storage), spark)
+    resume_from_ledger(BatchLedger(storage), spark, landing)
     assert BatchLedger(storage).state.resume_offsets == reopened.resume_offsets
+
+
+def test_resume_after_an_inflated_batch_count_starts_from_the_newest_batch_recorded(tmp_path: Path) -> None:
+    """The refusal of an inflated count sends the operator here; this used to answer "restore the matching
+    Spark checkpoint" (the advice that had led here)."""
+    spark = SparkCheckpoint(tmp_path / "spark")
+    inflated = BatchLedger(LocalStorage(str(tmp_path / "a")))
+    inflated.commit_state(ledger(9, BatchSource(3, kafka(p0=12)), BatchSource(4, kafka(p0=20))))
+    resume_from_ledger(inflated, spark, LocalStorage(str(tmp_path / "lz")))
+    assert orjson.loads(inflated.state.resume_offsets or "") == {TOPIC: {"0": 20}}
+
+
+def test_resume_after_an_older_ledger_numbers_after_the_landing_zone_and_starts_from_sparks_newest_commit(
+    tmp_path: Path,
+) -> None:
+    storage = LocalStorage(str(tmp_path / "cp"))
+    older = BatchLedger(storage)
+    tables = {"public.customers": TableState("public.schema/customers", next_number=7, files_published=6)}
+    older.commit_state(LedgerState(2, tables, (BatchSource(2, kafka(p0=10)),)))
+    landing = LocalStorage(str(tmp_path / "lz"))
+    for number in (1, 8, 9):  # mirroring keeps the last file; the lost ledger published up to 9
+        landing.create(f"public.schema/customers/{number:020d}.parquet", b"x")
+    spark_folder = tmp_path / "cp" / "spark"
+    write_spark_log(spark_folder, 4, kafka(p0=30), committed=True)
+    write_spark_log(spark_folder, 5, kafka(p0=40), committed=False)  # never committed: maybe not published
+    resume_from_ledger(older, SparkCheckpoint(spark_folder), landing)
+    state = BatchLedger(storage).state
+    assert state.tables["public.customers"].next_number == 10
+    assert orjson.loads(state.resume_offsets or "") == {TOPIC: {"0": 30}}
+
+
+def test_resume_with_a_garbled_spark_offsets_log_moves_it_aside_and_uses_the_ledger(tmp_path: Path) -> None:
+    storage = LocalStorage(str(tmp_path / "cp"))
+    ledger_files = BatchLedger(storage)
+    ledger_files.commit_state(ledger(4, BatchSource(4, kafka(p0=20))))
+    spark_folder = tmp_path / "cp" / "spark"
+    write_spark_log(spark_folder, 4, kafka(p0=20), committed=True)
+    (spark_folder / "offsets" / "4").write_bytes(b"\x00garbled")
+    spark = SparkCheckpoint(spark_folder)
+    with pytest.raises(LandingZoneCorrupt, match="run --resume-from-ledger"):
+        spark.verify_ledger(ledger_files.state)  # the refusal names the recovery ...
+    resume_from_ledger(ledger_files, spark, LocalStorage(str(tmp_path / "lz")))  # ... which works
+    assert not spark_folder.exists()
+    assert orjson.loads(BatchLedger(storage).state.resume_offsets or "") == {TOPIC: {"0": 20}}
 
 
 def test_resume_refuses_without_recorded_offsets_or_without_kafka(tmp_path: Path) -> None:
     spark = SparkCheckpoint(tmp_path / "spark")
-    inflated = BatchLedger(LocalStorage(str(tmp_path / "a")))
-    inflated.commit_state(ledger(9, BatchSource(4, kafka(p0=20))))
-    with pytest.raises(LandingZoneCorrupt, match="no record of the source offsets of its last batch 9"):
-        resume_from_ledger(inflated, spark)
+    landing = LocalStorage(str(tmp_path / "lz"))
+    unrecorded = BatchLedger(LocalStorage(str(tmp_path / "a")))
+    unrecorded.commit_state(ledger(9))
+    with pytest.raises(LandingZoneCorrupt) as caught:
+        resume_from_ledger(unrecorded, spark, landing)
+    # No advice that leads back here: neither the flag itself nor "restore the matching Spark checkpoint".
+    assert "resume-from-ledger: neither the ledger" in str(caught.value)
+    assert "restore" not in str(caught.value) and "emptied landing zone" in str(caught.value)
     files = BatchLedger(LocalStorage(str(tmp_path / "b")))
     files.commit_state(ledger(2, BatchSource(2, ('{"logOffset":2}',))))
     with pytest.raises(ConfigError, match="needs the Kafka source"):
-        resume_from_ledger(files, spark)
+        resume_from_ledger(files, spark, landing)
     with pytest.raises(ConfigError, match="has published no batch"):
-        resume_from_ledger(BatchLedger(LocalStorage(str(tmp_path / "c"))), spark)
+        resume_from_ledger(BatchLedger(LocalStorage(str(tmp_path / "c"))), spark, landing)
 
 
 def test_a_restarted_batch_id_never_overwrites_the_committed_toast_snapshot(tmp_path: Path) -> None:
