@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -66,6 +67,19 @@ class _Events:
         )
 
 
+@dataclass
+class _SliceRun:
+    """What one ``collect`` call gathers, table by table, besides its result."""
+
+    out: Collected
+    tables: dict[str, _Open] = field(default_factory=dict)
+    events: dict[str, _Events] = field(default_factory=dict)
+    refs: dict[str, TableRef] = field(default_factory=dict)
+    recreated: dict[str, Position] = field(default_factory=dict)
+    last_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    unordered: set[str] = field(default_factory=set)
+
+
 class SliceCollector:
     """Decodes records and marks their rows, per table; one instance per slice."""
 
@@ -92,13 +106,8 @@ class SliceCollector:
 
     def collect(self, records: Iterable[KafkaRecord]) -> Collected:
         """Decode and mark ``records`` (one slice, in Kafka order per partition)."""
-        out = Collected()
-        tables: dict[str, _Open] = {}
-        events: dict[str, _Events] = {}
-        refs: dict[str, TableRef] = {}
-        recreated: dict[str, Position] = {}
-        last_offsets: dict[tuple[str, int], int] = {}
-        unordered: set[str] = set()
+        run = _SliceRun(Collected())
+        out = run.out
         stopped = out.stopped
         already_stopped = self.context.stopped
         for record in records:
@@ -107,64 +116,83 @@ class SliceCollector:
             if deferred:
                 out.deferred.append(record)
                 continue
-            try:
-                decoded = self._decoder.decode(record)
-            except DecodeError as exc:
-                out.skipped.add("malformed")
-                if ref.id in self._dead_letter:
-                    out.poison.append(DeadLetter.from_record(record, ref.id, exc))
-                    continue
-                if ref.id not in stopped and ref.id not in already_stopped:
-                    stopped[ref.id] = str(exc)
-                    out.stopped_refs[ref.id] = ref
-                    log.error("table %s stopped: %s", ref.id, exc)
+            decoded = self._decode(record, ref, out)
+            if decoded is None:
                 continue
-            if isinstance(decoded, Noise):
-                out.skipped.add(decoded.kind)
-                continue
-            tid = ref.id
-            if tid in stopped or tid in already_stopped:
+            if ref.id in stopped or ref.id in already_stopped:
                 out.skipped.add("table_stopped")
                 continue
-            op = decoded.op
-            seen = events.get(tid)
-            if seen is None:
-                seen = events[tid] = _Events()
-                refs[tid] = ref
-            seen.add(decoded)
-            try:
-                if op == _TRUNCATE:
-                    self._truncate(tid, decoded, settings, tables, recreated, out)
-                    continue
-                table = tables.get(tid)
-                if table is None:
-                    table = tables[tid] = self._open(tid, ref, decoded, settings)
-                batch = table.batch
-                if decoded.key_fields != batch.key_columns and not settings.key_columns:
-                    _key_changed(batch, decoded)
-                if decoded.columns is not None:
-                    batch.merge_columns(decoded.columns, record)
-                for marker, row in table.mapper.rows(decoded):
-                    batch.markers.append(marker)
-                    batch.rows.append(row)
-                    batch.records.append(record)
-                position = (record.topic, record.partition)
-                if last_offsets.get(position, -1) > record.offset:
-                    unordered.add(tid)
-                last_offsets[position] = record.offset
-            except TableStopped as exc:
-                stopped[tid] = exc.reason
-                out.stopped_refs[tid] = ref
-                log.error("%s", exc)
-                # Rows before the poison event stay: they are correct, and the mirror keeps them.
-        for tid, seen in events.items():
-            table = tables.get(tid)
-            if table is not None and tid in unordered:
+            self._add(run, record, decoded, ref, settings)
+        return self._finish(run)
+
+    def _decode(self, record: KafkaRecord, ref: TableRef, out: Collected) -> ChangeEvent | None:
+        """The record's change event, or ``None``: noise, or a record that does not decode.
+
+        A record that does not decode is dead-lettered, or stops its table.
+        """
+        try:
+            decoded = self._decoder.decode(record)
+        except DecodeError as exc:
+            out.skipped.add("malformed")
+            if ref.id in self._dead_letter:
+                out.poison.append(DeadLetter.from_record(record, ref.id, exc))
+            elif ref.id not in out.stopped and ref.id not in self.context.stopped:
+                out.stopped[ref.id] = str(exc)
+                out.stopped_refs[ref.id] = ref
+                log.error("table %s stopped: %s", ref.id, exc)
+            return None
+        if isinstance(decoded, Noise):
+            out.skipped.add(decoded.kind)
+            return None
+        return decoded
+
+    def _add(
+        self, run: _SliceRun, record: KafkaRecord, decoded: ChangeEvent, ref: TableRef, settings: TableSettings
+    ) -> None:
+        """Mark one change event's rows into its table; a poison event stops the table (earlier rows stay)."""
+        tid = ref.id
+        seen = run.events.get(tid)
+        if seen is None:
+            seen = run.events[tid] = _Events()
+            run.refs[tid] = ref
+        seen.add(decoded)
+        try:
+            if decoded.op == _TRUNCATE:
+                self._truncate(tid, decoded, settings, run.tables, run.recreated, run.out)
+                return
+            table = run.tables.get(tid)
+            if table is None:
+                table = run.tables[tid] = self._open(tid, ref, decoded, settings)
+            batch = table.batch
+            if decoded.key_fields != batch.key_columns and not settings.key_columns:
+                _key_changed(batch, decoded)
+            if decoded.columns is not None:
+                batch.merge_columns(decoded.columns, record)
+            for marker, row in table.mapper.rows(decoded):
+                batch.markers.append(marker)
+                batch.rows.append(row)
+                batch.records.append(record)
+            position = (record.topic, record.partition)
+            if run.last_offsets.get(position, -1) > record.offset:
+                run.unordered.add(tid)
+            run.last_offsets[position] = record.offset
+        except TableStopped as exc:
+            run.out.stopped[tid] = exc.reason
+            run.out.stopped_refs[tid] = ref
+            log.error("%s", exc)
+            # Rows before the poison event stay: they are correct, and the mirror keeps them.
+
+    def _finish(self, run: _SliceRun) -> Collected:
+        """One piece per table the slice touched (rows back in Kafka order where partitions interleaved)."""
+        out = run.out
+        for tid, seen in run.events.items():
+            table = run.tables.get(tid)
+            if table is not None and tid in run.unordered:
                 _sort_by_position(table.batch)
-            out.pieces[tid] = self._piece(tid, refs[tid], table, seen.facts(), recreated.get(tid), out)
-        if stopped:
+            out.pieces[tid] = self._piece(tid, run.refs[tid], table, seen.facts(), run.recreated.get(tid), out)
+        if out.stopped:
             topic_of = {ref.id: topic for topic, (ref, _, _) in self._topics.items()}
-            out.stopped_topics = {tid: topic_of[tid] for tid in stopped if tid in topic_of}
+            out.stopped_topics = {tid: topic_of[tid] for tid in out.stopped if tid in topic_of}
         return out
 
     def _open(self, tid: str, ref: TableRef, event: ChangeEvent, settings: TableSettings) -> _Open:

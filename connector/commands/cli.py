@@ -80,7 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m connector", description=__doc__)
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_convert(sub)
+    _add_landing_zone_readers(sub)
+    _add_checks(sub)
+    _add_table_commands(sub)
+    return parser
 
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser("run", help="the streaming service (Spark Structured Streaming)")
     _add_mirror_flags(run)
     run.add_argument(
@@ -111,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
         "a new one from the Kafka offsets the ledger's last batch ended at (an exact mirror, see README)",
     )
 
+
+def _add_convert(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     conv = sub.add_parser("convert", help="kcat -J dumps → landing zone (offline twin of run)")
     _add_mirror_flags(conv)
     conv.add_argument("--input", action="append", required=True, help="kcat -J file or folder; repeatable")
@@ -118,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--checkpoint", help="ledger folder; re-running with it publishes nothing twice")
     conv.add_argument("--batch-size", type=int, default=100_000)
 
+
+def _add_landing_zone_readers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``validate``, ``replay`` and ``verify``: they read a landing zone as ``run`` writes it."""
     val = sub.add_parser("validate", help="check a landing zone against the open-mirroring rules")
     val.add_argument("landing_zone", nargs="?", help=_LANDING_ZONE_HELP)
     _add_landing_zone_flags(val)
@@ -143,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--tables", help="comma-separated schema.table list; default: every mirrored table")
     _add_landing_zone_flags(ver)
 
+
+def _add_checks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chk = sub.add_parser("check-config", help="validate a YAML config against schemas/connector-config.schema.json")
     chk.add_argument("file")
 
@@ -155,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", help="the mirror's YAML config: its mirror.truncate_policy decides whether skipped TRUNCATEs matter"
     )
 
+
+def _add_table_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``tables`` and ``rebuild``: they talk to a running connector through its checkpoint."""
     tab = sub.add_parser("tables", help="one line per mirrored table: state, files, rows, last batch, Fabric's state")
     tab.add_argument("--checkpoint", help="the connector's checkpoint folder (default: the config's checkpoint)")
     tab.add_argument("--config", help="YAML config (checkpoint, fabric_status)")
@@ -171,7 +189,6 @@ def build_parser() -> argparse.ArgumentParser:
     reb.add_argument(
         "--wait", type=float, default=0.0, metavar="SECONDS", help="wait until the snapshot is requested (else exit 1)"
     )
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

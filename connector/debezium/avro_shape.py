@@ -116,22 +116,8 @@ class SchemaWalker:
         avro_type = schema.get("type")
         if isinstance(avro_type, (dict, list)):
             return self.shape(avro_type, namespace)
-        if avro_type in ("record", "error"):
-            return self._record(schema, namespace)
-        if avro_type == "enum":
-            self._register(schema, namespace, ConnectShape("string", _connect_name(schema), _parameters(schema)))
-            return self._named[_fullname(schema, namespace)]
-        if avro_type == "fixed":
-            shape = self._bytes_shape(schema)
-            self._register(schema, namespace, shape)
-            return shape
-        if avro_type == "array":
-            return self._array(schema, namespace)
-        if avro_type == "map":
-            values = self.shape(schema.get("values"), namespace)
-            fix = values.normalise
-            normalise = None if fix is None else _map_normaliser(fix)
-            return ConnectShape("map", _connect_name(schema), _parameters(schema), normalise=normalise)
+        if avro_type in ("record", "error", "enum", "fixed", "array", "map"):
+            return self._complex(avro_type, schema, namespace)
         if avro_type == "bytes":
             return self._bytes_shape(schema)
         if isinstance(avro_type, str) and avro_type in _PRIMITIVE_CONNECT_TYPES:
@@ -144,6 +130,24 @@ class SchemaWalker:
             return self._reference(avro_type, namespace)
         msg = f"unknown Avro type {avro_type!r}"
         raise ValueError(msg)
+
+    def _complex(self, avro_type: str, schema: Mapping[str, Any], namespace: str) -> ConnectShape:
+        """The shape of a record, enum, fixed, array or map schema (named ones are registered)."""
+        if avro_type in ("record", "error"):
+            return self._record(schema, namespace)
+        if avro_type == "enum":
+            self._register(schema, namespace, ConnectShape("string", _connect_name(schema), _parameters(schema)))
+            return self._named[_fullname(schema, namespace)]
+        if avro_type == "fixed":
+            shape = self._bytes_shape(schema)
+            self._register(schema, namespace, shape)
+            return shape
+        if avro_type == "array":
+            return self._array(schema, namespace)
+        values = self.shape(schema.get("values"), namespace)
+        fix = values.normalise
+        normalise = None if fix is None else _map_normaliser(fix)
+        return ConnectShape("map", _connect_name(schema), _parameters(schema), normalise=normalise)
 
     def _reference(self, name: str, namespace: str) -> ConnectShape:
         if name in _PRIMITIVE_CONNECT_TYPES:

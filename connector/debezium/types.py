@@ -191,7 +191,21 @@ def column_type_from_schema(field: Mapping[str, Any], policy: TypePolicy = DEFAU
     """Map one Connect field schema (as JsonConverter writes it) to a ``ColumnType``."""
     name = field.get("name")
     ftype = field.get("type")
-    params = field.get("parameters") or {}
+    named = _semantic_type(name, ftype, field.get("parameters") or {}, policy)
+    if named is not None:
+        return named
+    if ftype in ("struct", "array", "map"):
+        return ColumnType(pa.string(), Wire.JSON)
+    if ftype == "bytes":
+        return ColumnType(pa.binary(), Wire.BASE64)
+    if isinstance(ftype, str) and ftype in _PRIMITIVES:
+        return ColumnType(_PRIMITIVES[ftype], Wire.PLAIN)
+    msg = f"unsupported Connect schema type {ftype!r} (name {name!r})"
+    raise ValueError(msg)
+
+
+def _semantic_type(name: Any, ftype: Any, params: Mapping[str, Any], policy: TypePolicy) -> ColumnType | None:
+    """The type a Connect or Debezium semantic type name asks for; ``None`` when the name says nothing."""
     if name == CONNECT_DECIMAL:
         return _connect_decimal(params, policy)
     if name == VARIABLE_SCALE_DECIMAL:
@@ -214,14 +228,7 @@ def column_type_from_schema(field: Mapping[str, Any], policy: TypePolicy = DEFAU
         return _bits(params)
     if name in _STRING_SEMANTICS:
         return ColumnType(pa.string(), Wire.PLAIN if ftype == "string" else Wire.JSON)
-    if ftype in ("struct", "array", "map"):
-        return ColumnType(pa.string(), Wire.JSON)
-    if ftype == "bytes":
-        return ColumnType(pa.binary(), Wire.BASE64)
-    if isinstance(ftype, str) and ftype in _PRIMITIVES:
-        return ColumnType(_PRIMITIVES[ftype], Wire.PLAIN)
-    msg = f"unsupported Connect schema type {ftype!r} (name {name!r})"
-    raise ValueError(msg)
+    return None
 
 
 def _connect_decimal(params: Mapping[str, Any], policy: TypePolicy) -> ColumnType:
@@ -323,12 +330,7 @@ def _check_whole(values: Sequence[Any]) -> None:
 def _convert(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
     wire = ctype.wire
     if wire == Wire.PLAIN:
-        if pa.types.is_floating(ctype.arrow) and any(type(v) in (str, int) for v in values):
-            # pyarrow reads Python ints into a double column through int64: beyond it, it would fail.
-            values = [_as_float(v) for v in values]
-        if pa.types.is_integer(ctype.arrow):
-            _check_whole(values)
-        return pa.array(values, type=ctype.arrow)
+        return _plain(values, ctype)
     if wire == Wire.CAST:
         storage = pa.int32() if ctype.arrow == pa.date32() else pa.int64()
         return pa.array(values, type=storage).cast(ctype.arrow)
@@ -340,11 +342,41 @@ def _convert(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
         return pa.array([None if v is None else time_text(v, ctype.scale) for v in values], type=pa.string())
     if wire == Wire.BASE64:
         return pa.array([None if v is None else _b64(v) for v in values], type=ctype.arrow)
+    if wire in _DECIMAL_WIRES:
+        return _decimals(values, ctype)
+    if wire in (Wire.BITS, Wire.BITS_BYTES):
+        return _bit_strings(values, ctype)
+    if wire == Wire.ZONED:
+        return _zoned(values, ctype)
+    if wire == Wire.REFUSED:
+        raise ConversionError(0, ctype.refusal or f"a column of type {ctype.arrow} is refused")
+    if wire == Wire.JSON:
+        return pa.array(
+            [None if v is None else (v if isinstance(v, str) else orjson.dumps(v).decode()) for v in values],
+            type=pa.string(),
+        )
+    msg = f"unknown wire conversion {wire!r}"
+    raise ValueError(msg)
+
+
+def _plain(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
+    if pa.types.is_floating(ctype.arrow) and any(type(v) in (str, int) for v in values):
+        # pyarrow reads Python ints into a double column through int64: beyond it, it would fail.
+        values = [_as_float(v) for v in values]
+    if pa.types.is_integer(ctype.arrow):
+        _check_whole(values)
+    return pa.array(values, type=ctype.arrow)
+
+
+_DECIMAL_WIRES = frozenset({Wire.DECIMAL, Wire.DECIMAL_TEXT, Wire.VSDECIMAL, Wire.VSDECIMAL_TEXT, Wire.TEXT_DECIMAL})
+
+
+def _decimals(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
+    """Connect decimals (unscaled bytes), variable-scale decimals and decimal text, as decimals or exact text."""
+    wire, scale = ctype.wire, ctype.scale
     if wire == Wire.DECIMAL:
-        scale = ctype.scale
         return pa.array([None if v is None else _unscaled(v, scale) for v in values], type=ctype.arrow)
     if wire == Wire.DECIMAL_TEXT:
-        scale = ctype.scale
         return pa.array([None if v is None else plain_text(_unscaled(v, scale)) for v in values], type=pa.string())
     if wire == Wire.VSDECIMAL:
         return pa.array(
@@ -355,28 +387,22 @@ def _convert(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
             [None if v is None else plain_text(_unscaled(v["value"], int(v["scale"]))) for v in values],
             type=pa.string(),
         )
-    if wire == Wire.TEXT_DECIMAL:
-        return pa.array([None if v is None else _finite(decimal.Decimal(str(v))) for v in values], type=ctype.arrow)
-    if wire == Wire.BITS:
+    return pa.array([None if v is None else _finite(decimal.Decimal(str(v))) for v in values], type=ctype.arrow)
+
+
+def _bit_strings(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
+    if ctype.wire == Wire.BITS:
         return pa.array([None if v is None else _bits_integer(v) for v in values], type=pa.int64())
-    if wire == Wire.BITS_BYTES:
-        return pa.array([None if v is None else _bits_big_endian(v, ctype.scale) for v in values], type=pa.binary())
-    if wire == Wire.ZONED:
-        text = pa.array(values, type=pa.string())
-        try:
-            return text.cast(ctype.arrow)
-        except pa.ArrowInvalid:
-            # More than six fractional digits (SQL Server datetimeoffset(7)): truncated to the microsecond.
-            return pc.replace_substring_regex(text, _SUB_MICROSECONDS, r"\1").cast(ctype.arrow)
-    if wire == Wire.REFUSED:
-        raise ConversionError(0, ctype.refusal or f"a column of type {ctype.arrow} is refused")
-    if wire == Wire.JSON:
-        return pa.array(
-            [None if v is None else (v if isinstance(v, str) else orjson.dumps(v).decode()) for v in values],
-            type=pa.string(),
-        )
-    msg = f"unknown wire conversion {wire!r}"
-    raise ValueError(msg)
+    return pa.array([None if v is None else _bits_big_endian(v, ctype.scale) for v in values], type=pa.binary())
+
+
+def _zoned(values: Sequence[Any], ctype: ColumnType) -> pa.Array:
+    text = pa.array(values, type=pa.string())
+    try:
+        return text.cast(ctype.arrow)
+    except pa.ArrowInvalid:
+        # More than six fractional digits (SQL Server datetimeoffset(7)): truncated to the microsecond.
+        return pc.replace_substring_regex(text, _SUB_MICROSECONDS, r"\1").cast(ctype.arrow)
 
 
 def floor_nanos_to_micros(nanos: pa.Array) -> pa.Array:

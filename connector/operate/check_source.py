@@ -109,11 +109,21 @@ def check_connector_config(
                 unsigned_mode,
                 "BIGINT UNSIGNED values above 9223372036854775807 wrap to negative numbers in the mirror; use precise",
             )
-    skipped = {op.strip().lower() for op in setting("skipped.operations").split(",") if op.strip()}
+    _check_skipped_operations(setting("skipped.operations"), truncate_policy, warn)
+    _check_time_precision(kind, setting("time.precision.mode").lower(), warn)
+    _check_converters(config, warn)
+    _check_deletes(config, setting("tombstones.on.delete").lower(), warn)
+    if rebuilds:
+        _check_signals(config, warn)
+    return findings
+
+
+def _check_skipped_operations(value: str, truncate_policy: str, warn: _Warn) -> None:
+    skipped = {op.strip().lower() for op in value.split(",") if op.strip()}
     if Op.TRUNCATE in skipped and truncate_policy != "ignore":
         warn(
             "skipped.operations",
-            setting("skipped.operations"),
+            value,
             f"TRUNCATE never reaches Kafka, so mirror.truncate_policy '{truncate_policy}' never runs and the mirror "
             "keeps every truncated row; use none (or a list without t)",
         )
@@ -121,10 +131,12 @@ def check_connector_config(
     if skipped_changes:
         warn(
             "skipped.operations",
-            setting("skipped.operations"),
+            value,
             f"operations {','.join(skipped_changes)} never reach Kafka: the mirror misses those row changes",
         )
-    _check_time_precision(kind, setting("time.precision.mode").lower(), warn)
+
+
+def _check_converters(config: Mapping[str, str], warn: _Warn) -> None:
     for side in ("key", "value"):
         converter = config.get(f"{side}.converter")
         if converter and converter not in READABLE_CONVERTERS:
@@ -144,10 +156,6 @@ def check_connector_config(
                     "without schemas the column types are guessed from values: decimals, dates, times and "
                     "timestamps arrive as plain numbers or text; use true",
                 )
-    _check_deletes(config, setting("tombstones.on.delete").lower(), warn)
-    if rebuilds:
-        _check_signals(config, warn)
-    return findings
 
 
 def _check_signals(config: Mapping[str, str], warn: _Warn) -> None:

@@ -7,8 +7,8 @@ Separate from ``deadletter`` (the record, the policy and the writer interface) a
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from connector.collect.poison import DeadLetter
 from connector.config import DeadLetterSettings, SourceSettings
@@ -16,6 +16,9 @@ from connector.errors import ConfigError
 from connector.kafka_client import client_security_options
 from connector.operate.deadletter import DeadLetterError, DeadLetterUnavailable, DeadLetterWriter
 from connector.secrets import redact, resolve_secret_references
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Producer
 
 _LOG = logging.getLogger(__name__)
 
@@ -80,15 +83,7 @@ class KafkaDeadLetterWriter(DeadLetterWriter):
         """Produce ``letters`` and wait until every one is acknowledged by all in-sync replicas."""
         if not letters:
             return
-        from confluent_kafka import KafkaError, KafkaException, Producer
-
-        if self._producer is None:
-            try:
-                self._producer = Producer(self._config)
-            except KafkaException as exc:
-                msg = f"dead-letter producer for {self.location}: {exc.args[0]}"
-                raise ConfigError(msg) from None
-        producer = self._producer
+        producer = self._open_producer()
         failures: list[KafkaError] = []
 
         def on_delivery(err: KafkaError | None, _message: object) -> None:
@@ -96,18 +91,7 @@ class KafkaDeadLetterWriter(DeadLetterWriter):
                 failures.append(err)
 
         for letter in letters:
-            headers = [*letter.headers, *_headers(batch_id, letter)]
-            while True:
-                try:
-                    producer.produce(
-                        self.topic, key=letter.key, value=letter.value, headers=headers, on_delivery=on_delivery
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.1)  # the local queue is full: let deliveries drain it
-                except KafkaException as exc:
-                    msg = f"dead-letter topic {self.topic} refused {letter.position}: {exc.args[0]}"
-                    raise DeadLetterError(msg) from None
+            self._produce(producer, letter, [*letter.headers, *_headers(batch_id, letter)], on_delivery)
             producer.poll(0)
         undelivered = producer.flush(self._timeout)
         if failures:
@@ -135,6 +119,39 @@ class KafkaDeadLetterWriter(DeadLetterWriter):
             letters[0].position,
             letters[0].error,
         )
+
+    def _open_producer(self) -> Producer:
+        from confluent_kafka import KafkaException, Producer
+
+        if self._producer is None:
+            try:
+                self._producer = Producer(self._config)
+            except KafkaException as exc:
+                msg = f"dead-letter producer for {self.location}: {exc.args[0]}"
+                raise ConfigError(msg) from None
+        return self._producer
+
+    def _produce(
+        self,
+        producer: Producer,
+        letter: DeadLetter,
+        headers: list[tuple[str, bytes | None]],
+        on_delivery: Callable[[KafkaError | None, object], None],
+    ) -> None:
+        """Hand one record to the producer's queue, waiting while the queue is full."""
+        from confluent_kafka import KafkaException
+
+        while True:
+            try:
+                producer.produce(
+                    self.topic, key=letter.key, value=letter.value, headers=headers, on_delivery=on_delivery
+                )
+                return
+            except BufferError:
+                producer.poll(0.1)  # the local queue is full: let deliveries drain it
+            except KafkaException as exc:
+                msg = f"dead-letter topic {self.topic} refused {letter.position}: {exc.args[0]}"
+                raise DeadLetterError(msg) from None
 
     def close(self) -> None:
         """Flush what is queued and drop the producer."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import SplitResult, quote, unquote, urlsplit
 
 from connector.secrets import redact_url
 from connector.storage.errors import InvalidStorageURL
@@ -81,52 +81,17 @@ def parse_location(url: str) -> OneLakeLocation:
             item without its ``Files`` folder.
     """
     text = url.strip()
-    try:
-        parts = urlsplit(text)
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError as exc:  # an unclosed IPv6 bracket, a port that is no number or out of range
-        msg = f"storage URL {redact_url(text, keep_user=True)} is malformed: {exc}"
-        raise InvalidStorageURL(msg) from None
+    parts, port = _split(text)
     scheme = parts.scheme.lower()
-    if parts.query or parts.fragment:
-        shown = redact_url(text, keep_user=True)
-        msg = f"storage URL must not have a query or fragment (SAS tokens are not supported): {shown}"
-        raise InvalidStorageURL(msg)
     host = (parts.hostname or "").lower()
     segments = [unquote(s) for s in parts.path.split("/") if s]
     if any(s in {".", ".."} for s in segments):
         msg = f"storage URL must not contain '.' or '..' segments: {text}"
         raise InvalidStorageURL(msg)
-
-    kind: LocationKind
     if scheme in {"abfss", "abfs"}:
-        if scheme == "abfs":
-            msg = f"use abfss:// (TLS); abfs:// is not supported: {text}"
-            raise InvalidStorageURL(msg)
-        filesystem = unquote(parts.username or "")
-        if not filesystem:
-            msg = f"abfss URL needs <filesystem>@<host>: {text}"
-            raise InvalidStorageURL(msg)
-        kind = _remote_kind(host, text)
-        account_url = f"https://{host}{port}"
+        kind, account_url, filesystem = _abfss_endpoint(scheme, parts, host, port, text)
     elif scheme in {"https", "http"}:
-        if host in _LOOPBACK_HOSTS:
-            if len(segments) < 2:
-                msg = f"loopback URL needs /<account>/<filesystem>[/<path>]: {text}"
-                raise InvalidStorageURL(msg)
-            kind = "loopback"
-            account_url = f"{scheme}://{host}{port}/{quote(segments[0])}"
-            segments = segments[1:]
-        else:
-            kind = _remote_kind(host, text)
-            if scheme != "https":
-                msg = f"OneLake and ADLS Gen2 need https: {text}"
-                raise InvalidStorageURL(msg)
-            account_url = f"https://{host}{port}"
-        if not segments:
-            msg = f"storage URL needs a filesystem (workspace or container) after the host: {text}"
-            raise InvalidStorageURL(msg)
-        filesystem, segments = segments[0], segments[1:]
+        kind, account_url, filesystem, segments = _https_endpoint(scheme, host, port, segments, text)
     else:
         msg = f"unsupported storage URL {text!r}; expected one of: {_URL_FORMS}"
         raise InvalidStorageURL(msg)
@@ -139,6 +104,57 @@ def parse_location(url: str) -> OneLakeLocation:
         )
         raise InvalidStorageURL(msg)
     return OneLakeLocation(account_url=account_url, filesystem=filesystem, root="/".join(segments), kind=kind)
+
+
+def _split(text: str) -> tuple[SplitResult, str]:
+    """``text``'s parts and its ``:port`` (or ``''``); a malformed URL or one with a query is refused."""
+    try:
+        parts = urlsplit(text)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError as exc:  # an unclosed IPv6 bracket, a port that is no number or out of range
+        msg = f"storage URL {redact_url(text, keep_user=True)} is malformed: {exc}"
+        raise InvalidStorageURL(msg) from None
+    if parts.query or parts.fragment:
+        shown = redact_url(text, keep_user=True)
+        msg = f"storage URL must not have a query or fragment (SAS tokens are not supported): {shown}"
+        raise InvalidStorageURL(msg)
+    return parts, port
+
+
+def _abfss_endpoint(scheme: str, parts: SplitResult, host: str, port: str, text: str) -> tuple[LocationKind, str, str]:
+    """Kind, account URL and filesystem of ``abfss://<filesystem>@<host>/<path>``."""
+    if scheme == "abfs":
+        msg = f"use abfss:// (TLS); abfs:// is not supported: {text}"
+        raise InvalidStorageURL(msg)
+    filesystem = unquote(parts.username or "")
+    if not filesystem:
+        msg = f"abfss URL needs <filesystem>@<host>: {text}"
+        raise InvalidStorageURL(msg)
+    return _remote_kind(host, text), f"https://{host}{port}", filesystem
+
+
+def _https_endpoint(
+    scheme: str, host: str, port: str, segments: list[str], text: str
+) -> tuple[LocationKind, str, str, list[str]]:
+    """Kind, account URL, filesystem and the remaining path segments of an ``http(s)://`` URL."""
+    kind: LocationKind
+    if host in _LOOPBACK_HOSTS:
+        if len(segments) < 2:
+            msg = f"loopback URL needs /<account>/<filesystem>[/<path>]: {text}"
+            raise InvalidStorageURL(msg)
+        kind = "loopback"
+        account_url = f"{scheme}://{host}{port}/{quote(segments[0])}"
+        segments = segments[1:]
+    else:
+        kind = _remote_kind(host, text)
+        if scheme != "https":
+            msg = f"OneLake and ADLS Gen2 need https: {text}"
+            raise InvalidStorageURL(msg)
+        account_url = f"https://{host}{port}"
+    if not segments:
+        msg = f"storage URL needs a filesystem (workspace or container) after the host: {text}"
+        raise InvalidStorageURL(msg)
+    return kind, account_url, segments[0], segments[1:]
 
 
 def _remote_kind(host: str, text: str) -> LocationKind:
