@@ -1,6 +1,6 @@
-"""Command line: ``python -m connector <command>``.
+"""Command line: python -m connector <command>.
 
-Every flag of ``run`` shows the environment variable that sets it too; flags win over the
+Every flag of run shows the environment variable that sets it too; flags win over the
 environment, which wins over the YAML file.
 """
 
@@ -76,7 +76,10 @@ def _mirror_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (also used to render ``--help`` in the README)."""
+    """The argument parser (also used to render ``--help`` in the README).
+
+    Its description is this module's docstring, printed as is by ``--help``: plain text, no reST markup.
+    """
     parser = argparse.ArgumentParser(prog="python -m connector", description=__doc__)
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     sub = parser.add_subparsers(dest="command", required=True)

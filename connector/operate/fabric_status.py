@@ -74,7 +74,7 @@ from connector.storage.errors import StorageError
 if TYPE_CHECKING:
     from connector.config import ConnectorSettings
 
-log = logging.getLogger("connector.operate.fabric_status")
+log = logging.getLogger(__name__)
 
 #: The one token scope the REST reader asks for.
 FABRIC_API_SCOPE = "https://api.fabric.microsoft.com/.default"

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from connector.errors import TransientError
 
-log = logging.getLogger("connector.run")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

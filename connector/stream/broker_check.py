@@ -17,7 +17,7 @@ from connector.config import SourceSettings
 from connector.kafka_client import client_security_options
 from connector.operate.metrics import HealthState
 
-log = logging.getLogger("connector.run")
+log = logging.getLogger(__name__)
 
 
 class BrokerCheck:

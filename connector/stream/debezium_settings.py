@@ -17,7 +17,7 @@ from connector.errors import ConnectorError
 from connector.operate import metrics
 from connector.operate.check_source import Finding, check_connectors
 
-log = logging.getLogger("connector.run")
+log = logging.getLogger(__name__)
 
 
 def check_debezium_settings(settings: ConnectorSettings) -> list[Finding] | None:

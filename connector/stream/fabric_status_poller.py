@@ -16,7 +16,7 @@ from connector.config import ConnectorSettings
 from connector.operate import metrics
 from connector.operate.fabric_status import FabricStatusReader, FabricTableStatus, open_fabric_status
 
-log = logging.getLogger("connector.run")
+log = logging.getLogger(__name__)
 
 
 class FabricStatusPoller:

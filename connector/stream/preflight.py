@@ -31,7 +31,7 @@ from connector.storage.base import TEMP_PREFIX
 from connector.storage.errors import InvalidCredential, StorageError
 from connector.stream.source import kafka_jars, source_path
 
-log = logging.getLogger("connector.run")
+log = logging.getLogger(__name__)
 
 #: librdkafka errors that retrying does not cure: the brokers answer, but refuse this client.
 _REFUSALS = frozenset(

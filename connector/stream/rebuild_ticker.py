@@ -13,7 +13,7 @@ import threading
 from connector.operate import metrics
 from connector.sink import MirrorSink
 
-log = logging.getLogger("connector.run")
+log = logging.getLogger(__name__)
 
 
 class RebuildTicker:

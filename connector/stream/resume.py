@@ -29,7 +29,7 @@ from connector.publish.source_offsets import kafka_offsets
 from connector.storage.base import Storage
 from connector.stream.spark_checkpoint import SparkCheckpoint
 
-log = logging.getLogger("connector.run")
+log = logging.getLogger(__name__)
 
 #: Spark's startingOffsets value for "the partition's first retained record".
 EARLIEST = -2

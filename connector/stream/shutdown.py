@@ -21,7 +21,7 @@ from typing import Any
 
 from connector.errors import ConnectorError
 
-log = logging.getLogger("connector.run")
+log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from connector.commands.cli import main
+from connector.commands.cli import build_parser, main
 from connector.commands.convert import convert
 from connector.config import MirrorSettings
 from connector.events import KafkaRecord
@@ -259,3 +259,12 @@ def test_a_line_with_a_non_string_payload_is_a_bad_line_and_the_rest_is_publishe
     err = capsys.readouterr().err
     assert f"{dump}:{len(good) + 1}: not a kcat -J record" in err and "shop.public.customers[0]@5000" in err
     assert replayed_rows(replay_landing_zone(LocalStorage(tmp_path / "lz"))) == workload.expected()
+
+
+def test_help_is_plain_text() -> None:
+    """--help prints the module docstring as the description: no reST double backticks, in any command's help."""
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.choices and "run" in a.choices)
+    helps = [parser.format_help(), *(sub.format_help() for sub in subparsers.choices.values())]
+    assert "python -m connector <command>" in helps[0]
+    assert [h.splitlines()[0] for h in helps if "``" in h] == []
