@@ -99,6 +99,12 @@ class MirrorSettings(_Frozen):
     compression: Literal["snappy", "zstd", "gzip", "none"] = "snappy"
     max_rows_per_file: int | None = Field(None, gt=0)
     max_bytes_per_file: int | None = Field(None, gt=0, description="Approximate: estimated from Arrow sizes.")
+    publish_parallelism: int = Field(
+        16,
+        ge=1,
+        description="Tables planned and renamed at once on the driver (each table's files stay in order): a batch "
+        "touching many tables costs round trips per table, which threads overlap.",
+    )
     omit_row_marker_for_snapshot: bool = Field(
         False,
         description="Write a table's first files without __rowMarker__ while they hold only snapshot reads.",
@@ -353,10 +359,12 @@ class SparkSettings(_Frozen):
     master: str = "local[*]"
     conf: dict[str, str] = Field(default_factory=dict)
     decode_on: Literal["driver", "executors"] = Field(
-        "driver",
-        description="Where records are decoded and marked: 'driver' (collect the micro-batch as Arrow, "
-        "fastest on one machine) or 'executors' (one slice per Kafka partition in Spark's Python workers, "
-        "for clusters whose executors have the connector installed).",
+        "executors",
+        description="Where records are decoded, marked, encoded and staged: 'executors' (one slice per Spark "
+        "partition in Spark's Python workers, which write the staged files into the landing zone and return "
+        "only their metadata; the executors need the connector installed and the landing zone's identity) or "
+        "'driver' (the micro-batch collected to the driver as Arrow and staged there: the same code in one "
+        "process, for a landing zone only the driver can reach).",
     )
     columnar_decode: bool = Field(
         True,

@@ -26,24 +26,25 @@ from dataclasses import replace
 import pyarrow as pa
 
 from connector.collect.marking import ToastStore, ToastStores
-from connector.collect.pieces import CollectContext, Collected
+from connector.collect.pieces import CollectContext, Collected, StagedFile
 from connector.collect.poison import DeadLetter, dead_letter_in_use
 from connector.collect.record_path import SliceCollector
 from connector.collect.slice import collect_slice
 from connector.config import MirrorSettings, SourceSettings
 from connector.errors import ConfigError, LandingZoneCorrupt, TableStopped
 from connector.events import KafkaRecord
-from connector.kcat import kcat_records_table
-from connector.landing_zone import TableRef
 from connector.operate.deadletter import DeadLetterWriter
 from connector.operate.rebuild import FabricTables, SnapshotSignal, TableRebuilder
 from connector.publish.batch_result import BatchResult
 from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
 from connector.publish.numbering import FileNumbering
-from connector.publish.publisher import highest_number, publish_plan, remove_leftovers, remove_orphans, table_folders
+from connector.publish.per_table import for_each_table
+from connector.publish.publisher import highest_number, publish_plan, remove_leftovers, table_folders
+from connector.publish.source_identity import SourceClaim
 from connector.publish.source_offsets import check_batch
-from connector.publish.staging import TableStager
-from connector.publish.table_rows import TableRows, merge_slices
+from connector.publish.staging import stage_slice
+from connector.publish.table_plan import TablePlanner
+from connector.publish.table_rows import MergedBatch, merge_slices
 from connector.publish.table_stops import SNAPSHOT_REQUESTED, is_rebuilding, stop_or_rebuild
 from connector.storage.base import Storage
 
@@ -72,8 +73,9 @@ class MirrorSink:
         self.source = source or SourceSettings()
         self.dead_letters = dead_letters
         self.ledger = BatchLedger(checkpoint)
-        self._stager = TableStager(landing, mirror)
         self._numbering = FileNumbering(landing)
+        self._planner = TablePlanner(landing, mirror, self._numbering)
+        self._source_claim = SourceClaim(landing, self.ledger, mirror)
         self._toast = ToastStores(self._load_toast_store, removed_limit=self.mirror.keep_last_removed_keys)
         self._recovered = False
         self._schemas: dict[str, pa.Schema] = {}
@@ -154,6 +156,14 @@ class MirrorSink:
             self.advance_rebuilds(batch_id)
         return published
 
+    def admit_source(self, topics: Iterable[str]) -> None:
+        """Refuse topics of another source, or topics landing in one folder; the next commit records the source.
+
+        Raises:
+            SourceConflict: the topics belong to another Debezium source, or two of them to one table folder.
+        """
+        self._source_claim.admit(topics)
+
     def first_published_file(self) -> str | None:
         """A table folder holding a numbered file (also processed ones), ``None`` when the landing zone has none."""
         for folder in table_folders(self.landing, self.ledger.state):
@@ -187,6 +197,7 @@ class MirrorSink:
             stopped=frozenset(tid for tid, t in state.tables.items() if t.stopped),
             upsert_tables=frozenset(tid for tid, t in state.tables.items() if t.rebuild == SNAPSHOT_REQUESTED),
             defer_keep_last=defer_keep_last,
+            incremental=frozenset(tid for tid, t in state.tables.items() if t.incremental),
         )
 
     def process_batch(self, batch_id: int, records: Iterable[KafkaRecord]) -> BatchResult:
@@ -218,18 +229,13 @@ class MirrorSink:
         # Callers collecting slices elsewhere advanced the rebuilds before taking the collect context.
         self.advance_rebuilds(batch_id)
         try:
-            local = list(itertools.chain.from_iterable(s.deferred for s in slices))
-            if records_table is not None or local or records is not None:
-                context = self.collect_context(defer_keep_last=False)
-                if records_table is not None:
-                    here = collect_slice(context, records_table, columnar=columnar, toast_stores=self._toast)
-                    slices = [*slices, here]
-                if local or records is not None:
-                    collector = SliceCollector(context, self._toast)
-                    slices = [*slices, collector.collect(itertools.chain(local, records or ()))]
+            slices = [*slices, *self._collect_here(batch_id, slices, records, records_table, columnar)]
             merged = merge_slices(slices, result)
+            # A topic of another source, or one landing in another topic's folder, fails the batch here, before
+            # any of it (dead letters included) goes out.
+            self.admit_source(merged.topics.values())
             self._dead_letter(batch_id, slices, result)
-            plan = self._plan(batch_id, merged.tables, merged.refs, merged.recreate, result, merged.topics)
+            plan = self._plan(batch_id, merged, result)
             if plan.files:
                 self.ledger.write_plan(plan)
                 self._publish(plan, result)
@@ -246,6 +252,26 @@ class MirrorSink:
         self._numbering.commit()
         result.duration_s = time.monotonic() - started
         return result
+
+    def _collect_here(
+        self,
+        batch_id: int,
+        slices: Sequence[Collected],
+        records: Iterable[KafkaRecord] | None,
+        records_table: pa.Table | None,
+        columnar: bool,
+    ) -> list[Collected]:
+        """Collect and stage, in this process, the records given here and those the slices deferred."""
+        local = list(itertools.chain.from_iterable(s.deferred for s in slices))
+        if records_table is None and not local and records is None:
+            return []
+        context = self.collect_context(defer_keep_last=False)
+        here = []
+        if records_table is not None:
+            here.append(collect_slice(context, records_table, columnar=columnar, toast_stores=self._toast))
+        if local or records is not None:
+            here.append(SliceCollector(context, self._toast).collect(itertools.chain(local, records or ())))
+        return [stage_slice(self.landing, batch_id, collected, context) for collected in here]
 
     def _dead_letter(self, batch_id: int, slices: Sequence[Collected], result: BatchResult) -> None:
         """Poison records go out before any file of the batch is published (a replay writes them again)."""
@@ -274,63 +300,62 @@ class MirrorSink:
 
     # -- plan, publish, commit -------------------------------------------------------------------------
 
-    def _plan(
-        self,
-        batch_id: int,
-        batches: dict[str, TableRows],
-        refs: dict[str, TableRef],
-        recreate: set[str],
-        result: BatchResult,
-        topics: dict[str, str],
-    ) -> BatchPlan:
-        """Number and stage every table of the batch; the plan to publish, with the ledger state after it."""
+    def _plan(self, batch_id: int, merged: MergedBatch, result: BatchResult) -> BatchPlan:
+        """Number every table's staged files; the plan to publish, with the ledger state after it."""
         state = self.ledger.state
         tables = dict(state.tables)
         files: list[PlannedFile] = []
-        for tid in sorted(set(batches) | recreate):
-            ref = refs[tid]
-            # A table stopped mid-batch still publishes the rows before the event that stopped it.
-            try:
-                table_state = self._numbering.table_state(
-                    ref, self.ledger.state.tables.get(tid), recreate=tid in recreate
-                )
-                batch = batches.get(tid)
-                if batch is not None and len(batch):
-                    table_state, staged = self._stager.stage(batch_id, ref, batch, table_state)
-                    files.extend(staged)
-                    if tid in self._toast.stores:
-                        path = self.ledger.write_toast_snapshot(tid, batch_id, self._toast.stores[tid].snapshot())
-                        table_state = replace(table_state, toast_snapshot=path)
-                tables[tid] = replace(table_state, topic=topics.get(tid, table_state.topic))
-            except (TableStopped, LandingZoneCorrupt) as exc:
-                reason = exc.reason if isinstance(exc, TableStopped) else str(exc)
-                result.stopped[tid] = reason
-                log.error("table %s stopped: %s", tid, reason)
-                files = [f for f in files if f.table != tid]
-                remove_orphans(self.landing, ref.folder, keep={f.staged for f in files})
+        tids = sorted(set(merged.tables) | merged.recreate)
+        if merged.tables:
+            self._planner.partner_events(next((t.connector for t in merged.tables.values() if t.connector), None))
+        outcomes = for_each_table(lambda tid: self._plan_table(tid, merged), tids, self.mirror.publish_parallelism)
+        unused = list(merged.unused)
+        for tid, outcome in zip(tids, outcomes, strict=True):
+            if isinstance(outcome, str):
+                # A table stopped mid-batch still publishes the rows before the event that stopped it; one
+                # stopped here publishes nothing of this batch.
+                result.stopped[tid] = outcome
+                log.error("table %s stopped: %s", tid, outcome)
+                if tid in merged.tables:
+                    unused.extend(merged.tables[tid].staged)
+                continue
+            table_state, planned = outcome
+            files.extend(planned)
+            if planned and tid in self._toast.stores:
+                path = self.ledger.write_toast_snapshot(tid, batch_id, self._toast.stores[tid].snapshot())
+                table_state = replace(table_state, toast_snapshot=path)
+            tables[tid] = replace(table_state, topic=merged.topics.get(tid, table_state.topic))
+        self._discard(unused, [merged.refs[tid].folder for tid in result.stopped if tid in merged.refs])
         for tid, reason in result.stopped.items():
-            stopped_ref = refs.get(tid)
+            stopped_ref = merged.refs.get(tid)
             previous = tables.get(tid) or TableState(folder=stopped_ref.folder if stopped_ref else tid)
-            previous = replace(previous, topic=topics.get(tid, previous.topic))
+            previous = replace(previous, topic=merged.topics.get(tid, previous.topic))
             tables[tid] = stop_or_rebuild(previous, reason, self.mirror)
         new_state = replace(state, last_committed_batch=batch_id, tables=tables, resume_offsets=None)
+        new_state = self._source_claim.recorded_in(new_state)
         if self._source is not None and self._source.batch_id == batch_id:
             new_state = new_state.with_source(self._source)
-        return BatchPlan(batch_id, tuple(files), new_state, tuple(sorted(recreate)))
+        return BatchPlan(batch_id, tuple(files), new_state, tuple(sorted(merged.recreate)))
+
+    def _discard(self, unused: list[StagedFile], stopped_folders: list[str]) -> None:
+        """Delete staged files no plan publishes, and the folders of stopped tables that staging alone made."""
+        for item in unused:
+            self.landing.delete(item.path)
+        for folder in stopped_folders:
+            if not self.landing.list_dir(folder):
+                self.landing.delete_tree(folder)
+
+    def _plan_table(self, tid: str, merged: MergedBatch) -> tuple[TableState, list[PlannedFile]] | str:
+        """One table's state and planned files, or why it stopped (run in parallel with the other tables)."""
+        ref = merged.refs[tid]
+        try:
+            return self._planner.plan(
+                ref, merged.tables.get(tid), self.ledger.state.tables.get(tid), recreate=tid in merged.recreate
+            )
+        except (TableStopped, LandingZoneCorrupt) as exc:
+            return exc.reason if isinstance(exc, TableStopped) else str(exc)
 
     def _publish(self, plan: BatchPlan, result: BatchResult) -> None:
         """Publish a written plan, then commit it: the batch is done (a crash in between redoes the publish)."""
-        self.ledger.commit(replace(plan, state=publish_plan(self.landing, plan, self.mirror, result)))
-
-
-def publish_records_table(sink: MirrorSink, batch_id: int, table: pa.Table, *, columnar: bool = True) -> BatchResult:
-    """Publish batch ``batch_id`` of ``table`` (Kafka record columns, or a file source's ``line`` column)."""
-    if sink.is_committed(batch_id):
-        # Spark replays the last batch after a crash between our commit and its own: nothing to collect.
-        return sink.process_collected(batch_id, [])
-    if "line" in table.column_names:
-        lines = [line.encode() for line in table.column("line").to_pylist() if line and line.strip()]
-        records = kcat_records_table(lines)
-        if records is not None:
-            table = records
-    return sink.process_table(batch_id, table, columnar=columnar)
+        published = publish_plan(self.landing, plan, self.mirror, result, workers=self.mirror.publish_parallelism)
+        self.ledger.commit(replace(plan, state=published))

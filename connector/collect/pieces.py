@@ -61,6 +61,19 @@ class CollectContext:
     # so creates and reads are upserts there whatever replay_safe_inserts says.
     upsert_tables: frozenset[str] = frozenset()
     defer_keep_last: bool = False
+    # Tables whose folder holds a file with ``__rowMarker__``: their files never go back to marker-free.
+    incremental: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """One encoded file of a piece, written under its staged name in the table's folder, not yet numbered."""
+
+    path: str
+    rows: int
+    size: int
+    sha256: str
+    has_marker: bool  # whether the file has the ``__rowMarker__`` column
 
 
 @dataclass
@@ -73,11 +86,15 @@ class TablePiece:
     first: Position
     facts: PieceFacts = field(default_factory=PieceFacts)
     recreate: bool = False  # a truncate (policy recreate) came first: earlier rows of the table are void
+    # Once staged (``connector.publish.staging``): the files holding the rows, and their column types; the rows
+    # themselves (``table``) are dropped, so only this metadata travels to the driver.
+    files: tuple[StagedFile, ...] = ()
+    schema: pa.Schema | None = None
 
     @property
     def rows(self) -> int:
-        """Marked rows in the piece."""
-        return 0 if self.table is None else self.table.num_rows
+        """Marked rows in the piece (in its staged files, once staged)."""
+        return sum(f.rows for f in self.files) if self.table is None else self.table.num_rows
 
     @property
     def events(self) -> dict[str, int]:

@@ -19,7 +19,7 @@ from connector.operate.deadletter import DeadLetterWriter
 from connector.publish.batch_result import BatchResult
 from connector.publish.fence import WriterFence
 from connector.publish.ledger import STATE_FILE
-from connector.sink import MirrorSink, publish_records_table
+from connector.sink import MirrorSink
 from connector.storage import CredentialKind, open_storage
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def convert(
             _check_input(sink, batch_id, lines, positions, checkpoint or scratch)
             table = kcat_records_table(lines)
             if table is not None:
-                result = publish_records_table(sink, batch_id, table, columnar=columnar)
+                result = sink.process_table(batch_id, table, columnar=columnar)
             else:
                 result = sink.process_batch(batch_id, _records(lines, positions, summary))
             summary.add(result)

@@ -6,7 +6,6 @@ it out again; the ledger commits what was published. Staging the files is ``conn
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import replace
 
@@ -15,15 +14,12 @@ from connector.errors import LandingZoneCorrupt
 from connector.landing_zone import PROCESSED_FOLDERS, STAGED_PREFIX, discover_tables, parse_data_file_name
 from connector.publish.batch_result import BatchResult
 from connector.publish.ledger import BatchPlan, LedgerState, PlannedFile
+from connector.publish.per_table import for_each_table
+from connector.publish.staging import digest
 from connector.publish.table_stops import stop_or_rebuild
 from connector.storage.base import Storage, join
 
 log = logging.getLogger(__name__)
-
-
-def digest(data: bytes) -> str:
-    """Content hash recorded in the plan and checked when a destination already exists."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def highest_number(storage: Storage, folder: str) -> int:
@@ -54,31 +50,45 @@ def remove_orphans(storage: Storage, folder: str, keep: set[str]) -> int:
     return removed
 
 
-def publish_plan(storage: Storage, plan: BatchPlan, mirror: MirrorSettings, result: BatchResult) -> LedgerState:
-    """Publish every file of ``plan`` in order; the state to commit, with the tables that failed stopped.
+def publish_plan(
+    storage: Storage, plan: BatchPlan, mirror: MirrorSettings, result: BatchResult, *, workers: int = 1
+) -> LedgerState:
+    """Publish every file of ``plan``; the state to commit, with the tables that failed stopped.
 
-    A table whose file cannot be published (``LandingZoneCorrupt``) publishes none of its later files and is
-    stopped (or its rebuild begun); the other tables go on. What was published is counted in ``result``.
+    Tables are published in parallel (``workers`` at a time), each table's files in number order. A table
+    whose file cannot be published (``LandingZoneCorrupt``) publishes none of its later files and is stopped
+    (or its rebuild begun); the other tables go on. What was published is counted in ``result``.
     """
-    tables = dict(plan.state.tables)
-    failed: set[str] = set()
+    by_table: dict[str, list[PlannedFile]] = {}
     for planned in plan.files:
-        if planned.table in failed:
-            continue
-        try:
-            published = publish_file(storage, planned)
-        except LandingZoneCorrupt as exc:
-            failed.add(planned.table)
-            tables[planned.table] = stop_or_rebuild(tables[planned.table], str(exc), mirror)
-            result.stopped[planned.table] = str(exc)
-            log.error("table %s stopped: %s", planned.table, exc)
-            continue
-        if published:
-            entry = result.table(planned.table)
+        by_table.setdefault(planned.table, []).append(planned)
+    outcomes = for_each_table(lambda tid: _publish_table(storage, by_table[tid]), list(by_table), workers)
+    tables = dict(plan.state.tables)
+    failed = False
+    for tid, published, error in outcomes:
+        for planned in published:
+            entry = result.table(tid)
             entry.files += 1
             entry.rows += planned.rows
             entry.bytes += planned.size
+        if error is not None:
+            failed = True
+            tables[tid] = stop_or_rebuild(tables[tid], error, mirror)
+            result.stopped[tid] = error
+            log.error("table %s stopped: %s", tid, error)
     return plan.state if not failed else replace(plan.state, tables=tables)
+
+
+def _publish_table(storage: Storage, files: list[PlannedFile]) -> tuple[str, list[PlannedFile], str | None]:
+    """One table's files in order: (table, the files published now, why the rest could not be)."""
+    published = []
+    for planned in files:
+        try:
+            if publish_file(storage, planned):
+                published.append(planned)
+        except LandingZoneCorrupt as exc:
+            return planned.table, published, str(exc)
+    return files[0].table, published, None
 
 
 def table_folders(storage: Storage, state: LedgerState) -> list[str]:

@@ -186,10 +186,11 @@ def check_source(
 
 
 class SourceClaim:
-    """Checks each batch's topics against the landing zone's source and records it at the first publish.
+    """Checks each batch's topics against the landing zone's source, and records it with the first batch's commit.
 
     The sink calls :meth:`admit` with a batch's topics (and the ``source.db`` values seen, when known) before it
-    plans the batch, holding its lock; a refusal fails the batch before anything of it is published.
+    plans the batch, holding its lock; a refusal fails the batch before anything of it is published. What is new
+    to record goes into the batch's own ledger commit (:meth:`recorded_in`), so recording adds no commit of its own.
     """
 
     def __init__(self, landing: Storage, ledger: BatchLedger, mirror: MirrorSettings) -> None:
@@ -198,9 +199,10 @@ class SourceClaim:
         self.mirror = mirror
         self._topics: set[str] = set()
         self._identity: SourceIdentity | None = None
+        self.pending: SourceIdentity | None = None  # to record with the next commit
 
     def admit(self, topics: Iterable[str], databases: Iterable[str] = ()) -> None:
-        """Check ``topics`` with every topic seen before; record the source when it is new.
+        """Check ``topics`` with every topic seen before; remember the source to record when it is new.
 
         Raises:
             SourceConflict: a topic of another prefix, or one that lands in the folder of another topic.
@@ -222,14 +224,15 @@ class SourceClaim:
             ),
         )
         if wanted != recorded or self.ledger.state.source_identity is None:
-            self.record(wanted)
+            self.pending = wanted
         self._identity = wanted
 
-    def record(self, identity: SourceIdentity) -> None:
-        """Write ``identity`` at the landing-zone root and into the ledger."""
-        if read_landing_identity(self.landing) != identity:
-            self.landing.replace(SOURCE_FILE, identity.to_json())
-        state = self.ledger.state
-        encoded = identity.to_json().decode()
-        if state.source_identity != encoded:
-            self.ledger.commit_state(replace(state, source_identity=encoded))
+    def recorded_in(self, state: LedgerState) -> LedgerState:
+        """``state`` with the pending source recorded; its file at the landing-zone root is written now."""
+        if self.pending is None:
+            return state
+        if read_landing_identity(self.landing) != self.pending:
+            self.landing.replace(SOURCE_FILE, self.pending.to_json())
+        encoded = self.pending.to_json().decode()
+        self.pending = None
+        return state if state.source_identity == encoded else replace(state, source_identity=encoded)

@@ -1,137 +1,147 @@
-"""Encode and stage: one table's merged rows of a batch → staged data files, each planned under its number.
+"""Encode and stage: a collected slice's pieces → files under staged names in their table folders.
 
-A staged file (``_staged_<batch>_<number>``) is invisible to mirroring until the publisher renames it to its
-numbered name, and only after the batch's plan is recorded; so staging may be redone freely, and the bytes
-are deterministic: a replayed batch stages the same files. ``_metadata.json`` and ``_partnerEvents.json`` are
-written here because they must exist before a table's first data file does.
+This runs where the slice was collected: in a Spark task on an executor (``connector.stream.slices``), or in
+the driver for the records it collects itself (``convert``, ``spark.decode_on: driver``, ``keep-last``
+tables). Each piece is split within the file-size limits, encoded, and written as
+``_staged_<batch>_<slice>_<chunk>.<ext>``, a name that is a function of the batch id and the piece's first
+record (topic, partition, offset): a retried or speculative task rewrites only its own files, with the same
+bytes, and never a numbered file. Mirroring ignores ``_``-prefixed names until the driver renames a file to
+its number, after the batch's plan is recorded. Only metadata (paths, rows, sizes, SHA-256, column types)
+goes back to the driver.
 """
 
 from __future__ import annotations
 
-import time
+import hashlib
+import io
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeAlias
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from connector.collect.pieces import CollectContext, Collected, StagedFile, TablePiece
+from connector.collect.table_buffer import MARKER_TYPE
 from connector.config import MirrorSettings
-from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
-from connector.landing_zone import METADATA_FILE, TableRef, data_file_name, staged_file_name
+from connector.landing_zone import STAGED_PREFIX
 from connector.publish.encoding import FileFormat
-from connector.publish.ledger import PlannedFile, TableState
-from connector.publish.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
-from connector.publish.numbering import check_no_gap
-from connector.publish.publisher import digest
-from connector.publish.table_rows import TableRows, merge_schema
 from connector.storage.base import Storage, join
 
+#: A rewrite of a staged table (``restage``).
+TableChange: TypeAlias = Callable[[pa.Table], pa.Table]  # noqa: UP040 - pyarrow has no type stubs
 
-class TableStager:
-    """Writes tables' staged files in the landing zone in the configured format; publishes nothing."""
+#: The marker a snapshot read carries when a marker-free staged file must take the column after all: a read is
+#: the row's whole current state, so an upsert is right whether or not the row is there.
+SNAPSHOT_UPSERT_MARKER = 4
 
-    def __init__(self, landing: Storage, mirror: MirrorSettings) -> None:
-        self.landing = landing
-        self.mirror = mirror
-        self.format = FileFormat(mirror.file_format, mirror.compression)
-        self._partner_events_written = False
 
-    def stage(
-        self, batch_id: int, ref: TableRef, rows: TableRows, table_state: TableState
-    ) -> tuple[TableState, list[PlannedFile]]:
-        """Stage ``rows`` (not empty) as files numbered from ``table_state``; the table's state after them.
+def digest(data: bytes) -> str:
+    """Content hash recorded in the plan and checked when a destination already exists."""
+    return hashlib.sha256(data).hexdigest()
 
-        Raises:
-            TableStopped: the rows' types conflict with the established schema, or ``_metadata.json`` with
-                what the table needs.
-            LandingZoneCorrupt: the table's folder was deleted outside the connector.
-        """
-        self._partner_events(rows)
-        established = table_state.arrow_schema()
-        table = rows.table
-        assert table is not None  # noqa: S101 - callers pass tables with rows
-        data_schema = pa.schema([f for f in table.schema if f.name != ROW_MARKER_COLUMN])
-        topic, partition, offset = rows.first
-        merged = merge_schema(ref.id, established, data_schema, f"{topic}[{partition}]@{offset}: " if topic else "")
-        # ``omit_row_marker_for_snapshot``: only a table's first, snapshot-only Parquet files; never after one had it.
-        omit_marker = (
-            self.mirror.omit_row_marker_for_snapshot
-            and not self.format.is_delimited
-            and not table_state.incremental
-            and rows.snapshot_only
-        )
-        chunks = self._split(table)
-        extra = self.format.metadata_properties(chunks[0])
-        if ensure_table_metadata(self.landing, ref, table_metadata(rows.key_columns, extra)):
-            self._check_not_deleted(ref, table_state)
-        staged: list[PlannedFile] = []
-        number = table_state.next_number
-        for chunk in chunks:
-            if omit_marker:
-                chunk = chunk.drop_columns([ROW_MARKER_COLUMN])
-            staged.append(self._stage_file(batch_id, ref, number, chunk))
-            number += 1
-        new_state = replace(
-            table_state.with_schema(merged),
-            next_number=number,
-            key_columns=rows.key_columns,
-            incremental=table_state.incremental or not omit_marker,
-            rows_published=table_state.rows_published + table.num_rows,
-            files_published=table_state.files_published + len(staged),
-            last_published_at=time.time(),
-        )
-        return new_state, staged
 
-    def _check_not_deleted(self, ref: TableRef, table_state: TableState) -> None:
-        """``_metadata.json`` was missing from a table that has files: was the folder deleted under us?
+def staged_name(batch_id: int, first: tuple[str, int, int], chunk: int, extension: str) -> str:
+    """The staged file name of chunk ``chunk`` of the piece whose first record is ``first`` in batch ``batch_id``.
 
-        Numbering lists a folder once per process, so a folder deleted while the connector runs (Fabric then
-        drops the table) shows here first: without this, the table would start again from the next file with
-        only the later changes. The ``_metadata.json`` just written goes again, so nothing is left behind.
+    The topic is hashed: names stay short and free of characters a file system may refuse.
+    """
+    topic, partition, offset = first
+    slice_id = f"{hashlib.sha1(topic.encode(), usedforsecurity=False).hexdigest()[:12]}-{partition}-{offset}"
+    return f"{STAGED_PREFIX}{batch_id}_{slice_id}_{chunk}.{extension}"
 
-        Raises:
-            LandingZoneCorrupt: the table's files are gone.
-        """
-        if table_state.next_number <= 1:
-            return
-        try:
-            check_no_gap(self.landing, ref, table_state)
-        except LandingZoneCorrupt:
-            self.landing.delete(join(ref.folder, METADATA_FILE))
-            if not self.landing.list_dir(ref.folder):
-                self.landing.delete_tree(ref.folder)
-            raise
 
-    def _stage_file(self, batch_id: int, ref: TableRef, number: int, chunk: pa.Table) -> PlannedFile:
-        """Encode one chunk and write it under its staged name; the plan entry that publishes it."""
-        data = self.format.encode(chunk)
-        staged_path = join(ref.folder, staged_file_name(batch_id, number, self.format.extension))
-        self.landing.delete(staged_path)  # a leftover of this same batch's earlier, unplanned try
-        self.landing.create(staged_path, data)
-        return PlannedFile(
-            table=ref.id,
-            number=number,
-            staged=staged_path,
-            final=join(ref.folder, data_file_name(number, self.format.extension)),
-            size=len(data),
-            sha256=digest(data),
-            rows=chunk.num_rows,
-        )
+def split_rows(table: pa.Table, mirror: MirrorSettings) -> list[pa.Table]:
+    """Chunks within ``max_rows_per_file`` and (estimated from the Arrow size) ``max_bytes_per_file``."""
+    rows_per_file = table.num_rows
+    if mirror.max_rows_per_file:
+        rows_per_file = min(rows_per_file, mirror.max_rows_per_file)
+    if mirror.max_bytes_per_file and table.num_rows:
+        per_row = max(1, table.nbytes // table.num_rows)
+        rows_per_file = min(rows_per_file, max(1, mirror.max_bytes_per_file // per_row))
+    rows_per_file = max(1, rows_per_file)
+    return [table.slice(start, rows_per_file) for start in range(0, max(table.num_rows, 1), rows_per_file)]
 
-    def _split(self, table: pa.Table) -> list[pa.Table]:
-        """Chunks within ``max_rows_per_file`` and (estimated from the Arrow size) ``max_bytes_per_file``."""
-        rows_per_file = table.num_rows
-        if self.mirror.max_rows_per_file:
-            rows_per_file = min(rows_per_file, self.mirror.max_rows_per_file)
-        if self.mirror.max_bytes_per_file and table.num_rows:
-            per_row = max(1, table.nbytes // table.num_rows)
-            rows_per_file = min(rows_per_file, max(1, self.mirror.max_bytes_per_file // per_row))
-        rows_per_file = max(1, rows_per_file)
-        return [table.slice(start, rows_per_file) for start in range(0, max(table.num_rows, 1), rows_per_file)]
 
-    def _partner_events(self, rows: TableRows) -> None:
-        """``_partnerEvents.json`` once per process, before the first data file (an existing one is kept)."""
-        if self._partner_events_written:
-            return
-        source_type = self.mirror.source_type or rows.connector or "Debezium"
-        ensure_partner_events(self.landing, self.mirror.partner_name, source_type, self.mirror.source_version)
-        self._partner_events_written = True
+def omits_marker(context: CollectContext, file_format: FileFormat, piece: TablePiece, table_id: str) -> bool:
+    """``omit_row_marker_for_snapshot``: a snapshot-only Parquet piece of a table none of whose files had it."""
+    return (
+        context.mirror.omit_row_marker_for_snapshot
+        and not file_format.is_delimited
+        and table_id not in context.incremental
+        and piece.snapshot_only
+    )
+
+
+def stage_slice(landing: Storage, batch_id: int, collected: Collected, context: CollectContext) -> Collected:
+    """Write every piece of ``collected`` with rows as staged files; the same outcome with metadata instead of rows."""
+    file_format = FileFormat(context.mirror.file_format, context.mirror.compression)
+    for tid, piece in collected.pieces.items():
+        if piece.table is None:
+            continue
+        collected.pieces[tid] = stage_piece(landing, batch_id, tid, piece, context, file_format)
+    return collected
+
+
+def stage_piece(
+    landing: Storage, batch_id: int, tid: str, piece: TablePiece, context: CollectContext, file_format: FileFormat
+) -> TablePiece:
+    """Encode and write one piece's rows; the piece with its staged files and column types, without its rows."""
+    table = piece.table
+    assert table is not None  # noqa: S101 - callers pass pieces that hold rows
+    schema = pa.schema([f for f in table.schema if f.name != ROW_MARKER_COLUMN])
+    if not table.num_rows:
+        return replace(piece, table=None, schema=schema)
+    omit = omits_marker(context, file_format, piece, tid)
+    files = []
+    for number, chunk in enumerate(split_rows(table, context.mirror)):
+        if omit:
+            chunk = chunk.drop_columns([ROW_MARKER_COLUMN])
+        path = join(piece.ref.folder, staged_name(batch_id, piece.first, number, file_format.extension))
+        files.append(write_staged(landing, path, chunk, file_format))
+    return replace(piece, table=None, files=tuple(files), schema=schema)
+
+
+def write_staged(landing: Storage, path: str, chunk: pa.Table, file_format: FileFormat) -> StagedFile:
+    """Encode ``chunk`` and write it at ``path`` (a leftover of an earlier try of the same slice is replaced)."""
+    data = file_format.encode(chunk)
+    landing.delete(path)
+    landing.create(path, data)
+    return StagedFile(path, chunk.num_rows, len(data), digest(data), ROW_MARKER_COLUMN in chunk.column_names)
+
+
+def restage(
+    landing: Storage, staged: StagedFile, file_format: FileFormat, changes: Sequence[TableChange]
+) -> StagedFile:
+    """Rewrite a staged Parquet file through ``changes`` under a new staged name (the driver's rare repair).
+
+    Used when a batch's pieces of one table disagree in ways one file cannot show: a column type another
+    partition widened, or a marker-free file that would follow a file with the marker.
+    """
+    table = pq.read_table(io.BytesIO(landing.read_bytes(staged.path)))
+    for change in changes:
+        table = change(table)
+    folder, _, name = staged.path.rpartition("/")
+    stem, _, extension = name.rpartition(".")
+    new_path = join(folder, f"{stem}_redo.{extension}")
+    restaged = write_staged(landing, new_path, table, file_format)
+    landing.delete(staged.path)
+    return restaged
+
+
+def with_marker(table: pa.Table) -> pa.Table:
+    """A marker-free (snapshot-only) table with ``__rowMarker__`` appended as upserts."""
+    markers = pa.array([SNAPSHOT_UPSERT_MARKER] * table.num_rows, type=MARKER_TYPE)
+    return table.append_column(pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False), markers)
+
+
+def cast_to(schema: pa.Schema) -> TableChange:
+    """A change giving each column of a table the type ``schema`` has for it (columns keep their order)."""
+
+    def change(table: pa.Table) -> pa.Table:
+        types = {f.name: f.type for f in schema}
+        fields = [pa.field(f.name, types.get(f.name, f.type), f.nullable, f.metadata) for f in table.schema]
+        return table.cast(pa.schema(fields, table.schema.metadata))
+
+    return change

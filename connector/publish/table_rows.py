@@ -1,24 +1,23 @@
-"""Joining a batch's slices into one Arrow table per table, and the schema checks between them.
+"""Joining a batch's slices per table: each table's pieces in Kafka order, and the checks between them.
 
-Slices (one per Kafka partition range, collected on the driver or the executors) each hold a piece per
-table; a table's rows of the batch are its pieces in (topic, partition, offset) order. Pieces that disagree
-on key columns or column types, and a batch whose column types differ from the table's established ones,
-stop the table: open mirroring cannot change either.
+Slices (one per Spark partition, collected and staged on the executors or here) each hold a piece per table;
+a table's files of the batch are its pieces' files in (topic, partition, offset) order. A key lives in one
+Kafka partition, so per-key order holds across files. Pieces that disagree on key columns or on a column's
+type (beyond a widening Arrow can promote) stop the table: open mirroring cannot change either.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from connector.collect.ordering import Position, position_order
-from connector.collect.pieces import Collected, TablePiece
+from connector.collect.pieces import Collected, StagedFile, TablePiece
 from connector.debezium.types import type_name
 from connector.errors import TableStopped, rebuild_hint
-from connector.events import ROW_MARKER_COLUMN
 from connector.landing_zone import TableRef
 from connector.publish.batch_result import BatchResult
 
@@ -26,29 +25,36 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class TableRows:
-    """One table's rows of a whole batch: the slices' pieces joined in (topic, partition, offset) order."""
+class TableFiles:
+    """One table's pieces of a whole batch, in (topic, partition, offset) order, with their joint facts."""
 
     ref: TableRef
     key_columns: tuple[str, ...]
-    table: pa.Table | None
+    pieces: list[TablePiece]
+    schema: pa.Schema | None  # the data columns of every piece, unified (``None`` when no piece has rows)
     snapshot_only: bool
     max_source_ts_ms: int | None
     connector: str | None
     first: Position = ("", 0, 0)  # the batch's first record of the table, for messages
 
     def __len__(self) -> int:
-        return 0 if self.table is None else self.table.num_rows
+        return sum(p.rows for p in self.pieces)
+
+    @property
+    def staged(self) -> list[StagedFile]:
+        """Every staged file of the table, in order."""
+        return [f for p in self.pieces for f in p.files]
 
 
 @dataclass(frozen=True)
 class MergedBatch:
     """A batch's tables after joining its slices."""
 
-    tables: dict[str, TableRows]
+    tables: dict[str, TableFiles]
     recreate: set[str]  # tables a truncate (policy recreate) restarts in this batch
     refs: dict[str, TableRef]
     topics: dict[str, str]  # each table's Kafka topic
+    unused: list[StagedFile] = field(default_factory=list)  # staged files no table publishes (voided, stopped)
 
 
 def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatch:
@@ -57,13 +63,7 @@ def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatc
     refs: dict[str, TableRef] = {}
     topics: dict[str, str] = {}
     for part in slices:
-        result.records += part.records
-        for kind, count in part.skipped.by_kind.items():
-            result.skipped.add(kind, count)
-        for problem in part.problems:
-            log.error("malformed input: %s", problem)
-        if part.problems:
-            result.skipped.add("malformed", len(part.problems))
+        _count(part, result)
         for tid, reason in part.stopped.items():
             result.stopped.setdefault(tid, reason)
             refs[tid] = part.stopped_refs[tid]
@@ -71,8 +71,9 @@ def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatc
         for tid, piece in part.pieces.items():
             pieces.setdefault(tid, []).append(piece)
             topics.setdefault(tid, piece.first[0])
-    tables: dict[str, TableRows] = {}
+    tables: dict[str, TableFiles] = {}
     recreate: set[str] = set()
+    unused: list[StagedFile] = []
     for tid, found in pieces.items():
         found = [found[i] for i in position_order([p.first for p in found])]
         counts = result.table(tid).events
@@ -82,18 +83,30 @@ def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatc
         restart = max((i for i, p in enumerate(found) if p.recreate), default=None)
         if restart is not None:
             recreate.add(tid)
+            unused.extend(f for p in found[:restart] for f in p.files)
             found = found[restart:]
         refs[tid] = found[0].ref
         try:
             tables[tid] = join_pieces(tid, found)
         except TableStopped as exc:
             result.stopped.setdefault(tid, exc.reason)
+            unused.extend(f for p in found for f in p.files)
             log.error("%s", exc)
             continue
         ts_ms = tables[tid].max_source_ts_ms
         if ts_ms is not None:
             result.max_source_ts_ms = max(result.max_source_ts_ms or 0, ts_ms)
-    return MergedBatch(tables, recreate, refs, topics)
+    return MergedBatch(tables, recreate, refs, topics, unused)
+
+
+def _count(part: Collected, result: BatchResult) -> None:
+    result.records += part.records
+    for kind, count in part.skipped.by_kind.items():
+        result.skipped.add(kind, count)
+    for problem in part.problems:
+        log.error("malformed input: %s", problem)
+    if part.problems:
+        result.skipped.add("malformed", len(part.problems))
 
 
 def merge_schema(tid: str, established: pa.Schema | None, batch: pa.Schema, where: str = "") -> pa.Schema:
@@ -115,7 +128,7 @@ def merge_schema(tid: str, established: pa.Schema | None, batch: pa.Schema, wher
     return pa.schema(fields)
 
 
-def join_pieces(tid: str, pieces: list[TablePiece]) -> TableRows:
+def join_pieces(tid: str, pieces: list[TablePiece]) -> TableFiles:
     """One table of the batch from its pieces (already in order); pieces disagreeing on keys or types stop it."""
     keys = {p.key_columns for p in pieces if p.rows}
     if len(keys) > 1:
@@ -124,24 +137,21 @@ def join_pieces(tid: str, pieces: list[TablePiece]) -> TableRows:
             f"key columns differ within the batch ({sorted(list(k) for k in keys)}); keyColumns can never change: "
             f"{rebuild_hint(tid)}",
         )
-    arrows = [p.table for p in pieces if p.table is not None and p.table.num_rows]
-    table: pa.Table | None = arrows[0] if arrows else None
-    if len(arrows) > 1:
+    with_rows = [p for p in pieces if p.rows]
+    schemas = [p.schema for p in with_rows if p.schema is not None]
+    schema: pa.Schema | None = schemas[0] if schemas else None
+    if len(schemas) > 1:
         try:
-            table = pa.concat_tables(arrows, promote_options="permissive")
+            schema = pa.unify_schemas(schemas, promote_options="permissive")
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             where = ", ".join(f"{t}[{p}]@{o}" for t, p, o in (piece.first for piece in pieces))
             raise TableStopped(tid, f"column types differ between partitions ({where}): {exc}") from exc
-        if table.column_names[-1] != ROW_MARKER_COLUMN:
-            # Columns only later pieces have were appended after the marker; it must stay last.
-            order = [n for n in table.column_names if n != ROW_MARKER_COLUMN] + [ROW_MARKER_COLUMN]
-            table = table.select(order)
-    with_rows = [p for p in pieces if p.rows]
-    return TableRows(
+    return TableFiles(
         first=pieces[0].first,
         ref=pieces[0].ref,
         key_columns=next(iter(keys)) if keys else pieces[0].key_columns,
-        table=table,
+        pieces=pieces,
+        schema=schema,
         snapshot_only=all(p.snapshot_only for p in with_rows),
         max_source_ts_ms=max((p.max_source_ts_ms for p in pieces if p.max_source_ts_ms is not None), default=None),
         connector=next((p.connector for p in pieces if p.connector), None),

@@ -31,10 +31,10 @@ from connector.operate import metrics
 from connector.operate.deadletter_output import open_dead_letter_writer
 from connector.publish.fence import WriterFence
 from connector.publish.ledger import BatchLedger
-from connector.publish.source_identity import SourceClaim, check_source, check_topics
+from connector.publish.source_identity import check_source, check_topics
 from connector.secrets import has_secret_reference, is_secret_setting, resolve_secret_references
-from connector.sink import MirrorSink, publish_records_table
-from connector.storage import is_remote, open_storage
+from connector.sink import MirrorSink
+from connector.storage import CredentialKind, is_remote, open_storage
 from connector.stream.batch_retry import retry_transient
 from connector.stream.broker_check import BrokerCheck
 from connector.stream.debezium_settings import check_debezium_settings
@@ -44,7 +44,7 @@ from connector.stream.query_failure import explain_query_failure
 from connector.stream.rebuild_ticker import RebuildTicker
 from connector.stream.resume import resume_from_ledger, starting_offsets
 from connector.stream.shutdown import GracefulStop
-from connector.stream.slices import collect_slices
+from connector.stream.slices import SliceTask, collect_slices
 from connector.stream.snapshot_signal import KafkaSnapshotSignal
 from connector.stream.source import kafka_jars, stream
 from connector.stream.spark_checkpoint import SparkCheckpoint
@@ -72,9 +72,12 @@ class BatchWriter:
         columnar: bool = True,
         *,
         spark_checkpoint: SparkCheckpoint,
+        credential: CredentialKind = "default",
         stop: threading.Event | None = None,
     ) -> None:
         self.sink = sink
+        # The executors stage their files in the sink's landing zone (its URL is absolute) with this identity.
+        self.landing = (sink.landing.url, credential)
         self.stop = stop  # a graceful stop ends the wait between retries of a transiently failed batch
         self.health = health
         self.decode_on = decode_on
@@ -97,13 +100,14 @@ class BatchWriter:
                 # Spark replays the last batch after a crash between our commit and its own.
                 result = self.sink.process_collected(batch_id, [])
             elif self.decode_on == "executors":
-                slices = collect_slices(frame, self.sink.collect_context(), columnar=self.columnar)
+                task = SliceTask(batch_id, self.sink.collect_context(), *self.landing, columnar=self.columnar)
+                slices = collect_slices(frame, task)
                 collected = time.monotonic()
                 result = self.sink.process_collected(batch_id, slices)
             else:
                 table = frame.toArrow()
                 collected = time.monotonic()
-                result = publish_records_table(self.sink, batch_id, table, columnar=self.columnar)
+                result = self.sink.process_table(batch_id, table, columnar=self.columnar)
         except Exception:
             metrics.BATCHES.labels("failed").inc()
             metrics.PUBLISH_ERRORS.labels("").inc()
@@ -241,6 +245,7 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
                 settings.spark.decode_on,
                 settings.spark.columnar_decode,
                 spark_checkpoint=spark_checkpoint,
+                credential=settings.landing_zone.credential,
                 stop=graceful.requested,
             ),
             on_refuse=_quiet_query_errors,
@@ -337,8 +342,9 @@ def _start_up(
     )
     completed = sink.recover()
     if prefix is not None:
-        # Recorded at the landing-zone root and in the ledger (after recovery, which commits older plans' states).
-        SourceClaim(fence.landing, sink.ledger, settings.mirror).admit(topics or ())
+        # Checked against the landing zone and the ledger (after recovery, which commits older plans' states);
+        # recorded with the first batch's commit.
+        sink.admit_source(topics or ())
     sink.advance_rebuilds()  # a rebuild requested while the connector was down starts before the first batch
     # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
     # Spark reuse batch ids the ledger calls published (silent loss), so they must agree before Spark starts.

@@ -1,16 +1,17 @@
-"""The executor half of ``foreachBatch``: each Spark partition of a micro-batch is collected where it is.
+"""The executor half of ``foreachBatch``: each Spark partition of a micro-batch is collected and staged where it is.
 
-Spark's Kafka source makes one partition per Kafka partition (per offset range), so decoding and marking
-run in Spark's Python workers, in parallel over the executors' cores, and only the marked Arrow tables
-(far smaller than the JSON they came from) travel to the driver. The driver then numbers, encodes,
-publishes and commits (``MirrorSink.process_collected``). On a cluster this scales with the number of
-Kafka partitions and executors; on one machine it uses every core.
+Spark's Kafka source makes one partition per Kafka partition (per offset range), so decoding, marking and
+encoding run in Spark's Python workers, in parallel over the executors' cores, and each task writes its
+pieces as staged files into the landing zone itself (``connector.publish.staging``). Only their metadata
+(paths, rows, sizes, hashes, column types, stops, dead letters) travels to the driver, which numbers, renames
+and commits (``MirrorSink.process_collected``): the driver's memory and CPU do not grow with the batch's bytes.
 """
 
 from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,8 @@ import pyarrow as pa
 
 from connector.collect.pieces import CollectContext, Collected
 from connector.collect.slice import collect_slice
+from connector.publish.staging import stage_slice
+from connector.storage import CredentialKind, Storage, open_storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -26,21 +29,42 @@ _SLICE_COLUMN = "slice"
 _SLICE_SCHEMA = pa.schema([pa.field(_SLICE_COLUMN, pa.binary())])
 
 
-def collect_slices(frame: DataFrame, context: CollectContext, *, columnar: bool = True) -> list[Collected]:
-    """Collect every Spark partition of ``frame`` on the executors; the slices come back to the driver."""
-    task = partial(collect_partition, context, columnar)
-    table = frame.mapInArrow(task, f"{_SLICE_COLUMN} binary").toArrow()
+@dataclass(frozen=True)
+class SliceTask:
+    """What every task of one micro-batch needs: pickled into Spark's Python workers with the function."""
+
+    batch_id: int
+    context: CollectContext
+    landing_url: str  # absolute: a worker's working directory is not the driver's
+    credential: CredentialKind  # the same identity kind as the driver's (its settings come from the environment)
+    columnar: bool = True
+
+
+def collect_slices(frame: DataFrame, task: SliceTask) -> list[Collected]:
+    """Collect and stage every Spark partition of ``frame`` on the executors; their metadata comes back."""
+    table = frame.mapInArrow(partial(collect_partition, task), f"{_SLICE_COLUMN} binary").toArrow()
     # Pickle only ever crosses between this job's own Python processes (worker → driver).
     return [pickle.loads(data) for data in table.column(_SLICE_COLUMN).to_pylist()]  # noqa: S301
 
 
-def collect_partition(
-    context: CollectContext, columnar: bool, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: one partition's records → one pickled ``Collected`` slice."""
+def collect_partition(task: SliceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: one partition's records → staged files and one pickled ``Collected`` of metadata."""
     arrow_batches = list(batches)
     if not arrow_batches:
         return
-    collected = collect_slice(context, pa.Table.from_batches(arrow_batches), columnar=columnar)
-    data = pickle.dumps(collected, protocol=pickle.HIGHEST_PROTOCOL)
+    collected = collect_slice(task.context, pa.Table.from_batches(arrow_batches), columnar=task.columnar)
+    staged = stage_slice(_landing(task.landing_url, task.credential), task.batch_id, collected, task.context)
+    data = pickle.dumps(staged, protocol=pickle.HIGHEST_PROTOCOL)
     yield pa.RecordBatch.from_arrays([pa.array([data], type=pa.binary())], schema=_SLICE_SCHEMA)
+
+
+_opened: dict[tuple[str, str], Storage] = {}
+
+
+def _landing(url: str, credential: CredentialKind) -> Storage:
+    """The landing zone, opened once per Python worker (Spark reuses workers across tasks and batches)."""
+    key = (url, credential)
+    storage = _opened.get(key)
+    if storage is None:
+        storage = _opened[key] = open_storage(url, credential)
+    return storage

@@ -267,7 +267,6 @@ def test_a_rebuilt_table_writes_creates_and_reads_as_upserts_even_without_replay
     tmp_path: Path, lane: bool
 ) -> None:
     """The incremental snapshot's read of a row may follow a streamed create of it: an insert would duplicate it."""
-    from connector.sink import publish_records_table
     from tests.unit.test_columnar import as_arrow
 
     signals = Signals()
@@ -277,7 +276,7 @@ def test_a_rebuilt_table_writes_creates_and_reads_as_upserts_even_without_replay
     records = [t.record("c", None, {"id": 3, "name": 6}), t.record("r", None, {"id": 3, "name": 6})]
     others = [other.record("c", None, {"id": 12, "name": "x"})]
     if lane:
-        publish_records_table(sink, 2, as_arrow(records + others))
+        sink.process_table(2, as_arrow(records + others))
     else:
         sink.process_batch(2, records + others)
     from connector.oracle.landing_reader import read_data_file

@@ -530,7 +530,7 @@ class CrashingStorage(Storage):
 
     @override
     def replace(self, path: str, data: bytes) -> None:
-        self._tick(f"replace:{path.split('/')[1]}")
+        self._tick(f"replace:{path.split('/')[1] if '/' in path else path}")
         self.inner.replace(path, data)
 
     @override

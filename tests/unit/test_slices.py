@@ -19,9 +19,10 @@ from connector.config import MirrorSettings
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord
 from connector.oracle.replay import replay_landing_zone
 from connector.oracle.validate import validate_landing_zone
+from connector.publish.staging import stage_slice
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
-from connector.stream.slices import collect_partition
+from connector.stream.slices import SliceTask, collect_partition
 from tests.support.debezium import PLACEHOLDER, Topic, field
 from tests.support.model import Workload, replayed_rows
 
@@ -37,10 +38,13 @@ def by_partition(records: list[KafkaRecord]) -> list[list[KafkaRecord]]:
 
 
 def publish_in_slices(sink: MirrorSink, batch_id: int, records: list[KafkaRecord]) -> None:
-    """What ``decode_on: executors`` does: each partition collected apart, pickled across, joined by the sink."""
+    """What ``decode_on: executors`` does: each partition collected and staged apart, its metadata pickled across."""
     context = sink.collect_context()
-    slices = [pickle.loads(pickle.dumps(SliceCollector(context).collect(part))) for part in by_partition(records)]
-    sink.process_collected(batch_id, slices)
+    staged = [
+        stage_slice(sink.landing, batch_id, SliceCollector(context).collect(part), context)
+        for part in by_partition(records)
+    ]
+    sink.process_collected(batch_id, [pickle.loads(pickle.dumps(s)) for s in staged])
 
 
 def test_partition_slices_publish_the_same_mirror_as_one_slice(tmp_path: Path) -> None:
@@ -112,10 +116,16 @@ def test_a_spark_partition_becomes_one_pickled_slice(tmp_path: Path) -> None:
         }
     )
     sink = sink_at(tmp_path)
-    (out,) = list(collect_partition(sink.collect_context(), True, iter([batch])))
+    task = SliceTask(0, sink.collect_context(), sink.landing.url, "default")
+    (out,) = list(collect_partition(task, iter([batch])))
     collected = pickle.loads(out.column(0)[0].as_py())
     assert collected.records == len(records)
     assert sum(p.rows for p in collected.pieces.values()) >= len([r for r in records if r.value])
+    # Only metadata comes back: the rows are in the files the task staged in the landing zone.
+    assert all(p.table is None and p.files for p in collected.pieces.values())
+    staged = {f.path for p in collected.pieces.values() for f in p.files}
+    assert staged == {str(p.relative_to(tmp_path / "lz")) for p in (tmp_path / "lz").rglob("_staged_*")}
     sink.process_collected(0, [collected])
     assert replayed_rows(replay_landing_zone(LocalStorage(tmp_path / "lz"))) == workload.expected()
-    assert list(collect_partition(sink.collect_context(), True, iter([]))) == []
+    assert not list((tmp_path / "lz").rglob("_staged_*"))
+    assert list(collect_partition(task, iter([]))) == []

@@ -51,11 +51,17 @@ def test_one_prefix_passes_two_prefixes_or_one_folder_for_two_topics_are_refused
         check_topics(["chaos.public.customers", "chaos.public.clients"], renamed, "lz")
 
 
+def commit_claim(claim: SourceClaim, topics: list[str], databases: tuple[str, ...] = ()) -> None:
+    """What the sink does: admit a batch's topics, then record the source with the batch's commit."""
+    claim.admit(topics, databases=databases)
+    claim.ledger.commit_state(claim.recorded_in(claim.ledger.state))
+
+
 def test_the_first_claim_records_the_source_and_another_prefix_is_refused(tmp_path: Path) -> None:
     landing = LocalStorage(str(tmp_path / "lz"))
     ledger = BatchLedger(LocalStorage(str(tmp_path / "cp")))
     claim = SourceClaim(landing, ledger, MIRROR)
-    claim.admit(["chaos.public.customers"], databases=["inventory"])
+    commit_claim(claim, ["chaos.public.customers"], databases=("inventory",))
     recorded = orjson.loads((tmp_path / "lz" / SOURCE_FILE).read_bytes())
     assert recorded == {"topicPrefix": "chaos", "databases": ["inventory"]}
     assert SourceIdentity.from_json(BatchLedger(ledger.storage).state.source_identity or "") == SourceIdentity(
@@ -79,8 +85,8 @@ def test_the_first_claim_records_the_source_and_another_prefix_is_refused(tmp_pa
 def test_a_claim_on_an_empty_landing_zone_can_be_made_again(tmp_path: Path) -> None:
     """A wrong pattern on a new landing zone, corrected before anything was published, is not held against it."""
     landing = LocalStorage(str(tmp_path / "lz"))
-    SourceClaim(landing, BatchLedger(LocalStorage(str(tmp_path / "cp1"))), MIRROR).admit(["wrong.public.t"])
-    SourceClaim(landing, BatchLedger(LocalStorage(str(tmp_path / "cp2"))), MIRROR).admit(["right.public.t"])
+    commit_claim(SourceClaim(landing, BatchLedger(LocalStorage(str(tmp_path / "cp1"))), MIRROR), ["wrong.public.t"])
+    commit_claim(SourceClaim(landing, BatchLedger(LocalStorage(str(tmp_path / "cp2"))), MIRROR), ["right.public.t"])
     assert orjson.loads((tmp_path / "lz" / SOURCE_FILE).read_bytes())["topicPrefix"] == "right"
 
 
@@ -127,3 +133,20 @@ def test_graceful_stop_installed_twice_restores_the_first_handlers() -> None:
     graceful.restore()
     assert signal.getsignal(signal.SIGTERM) == before
     assert signal.getsignal(signal.SIGINT) == signal.default_int_handler
+
+
+def test_a_batch_whose_topic_belongs_to_another_source_fails_before_it_publishes(tmp_path: Path) -> None:
+    """Mid-run (a topic that appears after the start): the sink refuses it and publishes nothing of the batch."""
+    from connector.sink import MirrorSink
+    from tests.support.debezium import Topic, field
+
+    columns = [field("id", "int32", optional=False), field("name", "string")]
+    sink = MirrorSink(LocalStorage(tmp_path / "lz"), LocalStorage(tmp_path / "cp"), MirrorSettings())
+    ours = Topic("chaos.public.customers", columns, ["id"])
+    sink.process_batch(0, [ours.record("c", None, {"id": 1, "name": "a"})])
+    theirs = Topic("other.public.customers", columns, ["id"])
+    with pytest.raises(SourceConflict, match="other.public.customers"):
+        sink.process_batch(1, [theirs.record("c", None, {"id": 2, "name": "b"})])
+    folder = tmp_path / "lz" / "public.schema" / "customers"
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith("_")) == ["00000000000000000001.parquet"]
+    assert sink.ledger.state.last_committed_batch == 0
