@@ -4,6 +4,8 @@ Run from the repository root (benchmarks are not part of the installed package):
 
     python -m benchmarks.bench convert [--events N] [--with-schema]
     python -m benchmarks.bench stream [--events N] [--partitions P] [--decode-on driver|executors] ...
+    python -m benchmarks.bench tables [--tables N] [--partitions P] [--changes C] [--landing local|dfs] ...
+    python -m benchmarks.bench freshness [--rate R] [--seconds S] [--trigger 10s]
 
 This machine is shared and noisy: ratios are stable, absolute times are not, so nothing here is a test.
 """
@@ -58,30 +60,62 @@ def json_parse_limit(events: int, with_schema: bool) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The benchmark's flags (those of the former ``python -m connector bench``)."""
+    """The benchmarks' flags; each names the targets it applies to."""
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.bench", description="benchmarks: convert (no JVM) or stream (Spark + Kafka)"
+        prog="python -m benchmarks.bench",
+        description="benchmarks: convert (no JVM), stream (Spark + Kafka), tables (many topics), freshness",
     )
-    parser.add_argument("target", choices=["convert", "stream"])
+    parser.add_argument("target", choices=["convert", "stream", "tables", "freshness"])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--with-schema", action="store_true", help="JsonConverter schemas.enable=true events")
-    parser.add_argument("--bootstrap-servers", help="stream: use this broker instead of starting one")
-    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--bootstrap-servers", help="stream/tables/freshness: use this broker instead of starting one")
+    parser.add_argument(
+        "--partitions", type=int, help="Kafka partitions per topic (stream: 8, tables: 2, freshness: 2)"
+    )
     parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
     parser.add_argument(
-        "--decode-on", choices=["driver", "executors"], default="driver", help="stream: spark.decode_on to measure"
+        "--decode-on", choices=["driver", "executors"], default="executors", help="stream: spark.decode_on to measure"
     )
     parser.add_argument(
         "--row-path",
         action="store_true",
         help="stream: spark.columnar_decode=false (every record through the record-by-record path)",
     )
+    parser.add_argument(
+        "--spark-master", default="local[*]", help="stream: Spark master URL (local[*], spark://host:port)"
+    )
+    parser.add_argument("--tables", type=int, default=1000, help="tables: topics, one table each")
+    parser.add_argument("--changes", type=int, default=32, help="tables: events per table before the catch-up")
+    parser.add_argument("--landing", choices=["local", "dfs"], default="local", help="tables: landing zone kind")
+    parser.add_argument(
+        "--request-ms", type=float, default=20.0, help="tables: latency the DFS double adds to every request"
+    )
+    parser.add_argument("--publish-parallelism", type=int, default=16, help="tables: mirror.publish_parallelism")
+    parser.add_argument("--trigger", help="tables: the running service's trigger (2s); freshness: (10s, the default)")
+    parser.add_argument("--timeout", type=float, default=900, help="tables/freshness: give up on a run after this")
+    parser.add_argument("--rate", type=float, default=2000, help="freshness: events per second produced")
+    parser.add_argument("--seconds", type=float, default=60, help="freshness: how long the steady stream runs")
     return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse and fill the target-dependent defaults (``--partitions``, ``--trigger``)."""
+    args = build_parser().parse_args(argv)
+    if args.partitions is None:
+        args.partitions = 8 if args.target == "stream" else 2
+    if args.trigger is None:
+        args.trigger = "2s" if args.target == "tables" else "10s"
+    for name in ("tables", "changes", "partitions", "publish_parallelism"):
+        if getattr(args, name) < 1:
+            build_parser().error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.rate <= 0 or args.seconds <= 0 or args.request_ms < 0:
+        build_parser().error("--rate and --seconds must be positive, --request-ms not negative")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark named by the first argument; the last line printed is the one the README records."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if args.target == "convert":
         rate, peak = bench_convert(args.events, args.with_schema)
         parse = json_parse_limit(min(args.events, 200_000), args.with_schema)
@@ -89,6 +123,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"raw limit: orjson.loads of the same values alone = {parse:.0f} values/s (ratio {rate / parse:.2f})")
         print(f"events_per_second={rate:.0f} peak_rss_mb={peak:.0f}")
         return 0
+    if args.target == "tables":
+        from benchmarks.bench_tables import bench_tables
+
+        return bench_tables(args)
+    if args.target == "freshness":
+        from benchmarks.bench_freshness import bench_freshness
+
+        return bench_freshness(args)
     from benchmarks.bench_stream import bench_stream
 
     return bench_stream(args)

@@ -228,6 +228,7 @@ class DfsTestServer:
         seed: int = 0,
         list_page_size: int = 5000,
         rename_checks_destination_first: bool = False,
+        request_delay_s: float = 0.0,
     ) -> None:
         """Prepare an empty account; ``start()`` binds a free port.
 
@@ -237,8 +238,12 @@ class DfsTestServer:
             list_page_size: Most entries per List Paths page, to exercise continuation tokens.
             rename_checks_destination_first: The REST reference does not say whether a rename whose
                 source is gone and whose destination exists answers 404 or 409; this picks 409.
+            request_delay_s: Latency added to every storage request (not the identity endpoint's), slept
+                before the store is touched and outside its lock, so parallel requests overlap as they
+                would over a network (``python -m benchmarks.bench tables --request-ms``).
         """
         self.account = account
+        self.request_delay_s = request_delay_s
         self.list_page_size = list_page_size
         self.rename_checks_destination_first = rename_checks_destination_first
         self.injected: Counter[str] = Counter()
@@ -487,7 +492,10 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         double = self.server_double
         length = int(self.headers.get("Content-Length") or 0)
-        fault = double._pick_fault(self._operation())
+        operation = self._operation()
+        if double.request_delay_s and operation != "identity":
+            time.sleep(double.request_delay_s)
+        fault = double._pick_fault(operation)
         if fault == "drop":
             # Read part of the body, then hang up: the client sees a reset mid-upload.
             if length:

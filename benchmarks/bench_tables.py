@@ -1,0 +1,238 @@
+"""``python -m benchmarks.bench tables``: many Debezium topics, one batch touching every table, beside the limit.
+
+1. N topics (one table each, ``--partitions`` partitions), ``--changes`` events per table, in a real broker.
+2. Catch-up: ``python -m connector run --trigger available-now``; its batch lines give the batch time.
+3. The service (``--trigger``, default 2s): after a warm-up batch, one more update per table → the batch
+   time and the cost per changed table.
+4. The limit: the same landing-zone requests (create + rename of one small file per table) made by a bare
+   client with 16 threads, against the same landing zone (a local folder, or the DFS test double with
+   ``--request-ms`` of latency added to every request).
+5. The mirror is replayed (``connector.oracle.replay``) and compared with what was produced: a fast
+   wrong run is never reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks.service import (
+    broker,
+    create_topics,
+    debezium_event,
+    producer,
+    send,
+    start_connector,
+)
+from connector.storage import LocalStorage
+from connector.storage.base import Storage
+
+_ROOT = "bench.MountedRelationalDatabase/Files/LandingZone"
+_FILESYSTEM = "workspace"
+
+
+def table_topics(prefix: str, tables: int) -> list[str]:
+    """``<prefix>.bench.t00000`` …: one topic per table (schema ``bench``)."""
+    return [f"{prefix}.bench.t{n:05d}" for n in range(tables)]
+
+
+def produce_changes(
+    bootstrap: str, topics: list[str], partitions: int, changes: int, expected: dict[str, dict[int, int]]
+) -> int:
+    """``changes`` events per topic: creates of ``changes // 2`` keys then updates; ``expected`` is updated."""
+    keys = max(1, changes // 2)
+    prod = producer(bootstrap)
+    count = 0
+    for topic in topics:
+        table = expected.setdefault(topic.split(".", 1)[1], {})
+        for i in range(changes):
+            row_id = i % keys
+            version = table.get(row_id, -1) + 1
+            key, value = debezium_event(row_id, version, "c" if version == 0 else "u", int(time.time() * 1000))
+            send(prod, topic, row_id % partitions, key, value)
+            table[row_id] = version
+            count += 1
+        prod.poll(0)
+    if prod.flush(120):
+        msg = "not every record was delivered"
+        raise RuntimeError(msg)
+    return count
+
+
+def produce_one_update(bootstrap: str, topics: list[str], partitions: int, expected: dict[str, dict[int, int]]) -> int:
+    """One update of key 0 per topic."""
+    prod = producer(bootstrap)
+    for topic in topics:
+        table = expected.setdefault(topic.split(".", 1)[1], {})
+        version = table.get(0, -1) + 1
+        key, value = debezium_event(0, version, "c" if version == 0 else "u", int(time.time() * 1000))
+        send(prod, topic, 0, key, value)
+        table[0] = version
+    if prod.flush(120):
+        msg = "not every record was delivered"
+        raise RuntimeError(msg)
+    return len(topics)
+
+
+def bare_client_limit(storage: Storage, files: int, threads: int = 16) -> float:
+    """Seconds for a bare client to create + rename ``files`` small files (one per table) with ``threads`` threads."""
+    payload = os.urandom(2048)
+    tag = uuid.uuid4().hex[:8]
+
+    def one(n: int) -> None:
+        staged = f"_limit-{tag}/_staged_{n:05d}.parquet"
+        storage.create(staged, payload)
+        storage.rename_new(staged, f"_limit-{tag}/t{n:05d}/{1:020d}.parquet")
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(files)))
+    return time.perf_counter() - started
+
+
+def verify_mirror(storage: Storage, expected: dict[str, dict[int, int]]) -> str | None:
+    """Replay the landing zone; ``None`` when every table holds exactly the produced keys and versions."""
+    from connector.oracle.replay import replay_landing_zone
+
+    states = replay_landing_zone(storage)
+    if set(states) != set(expected):
+        missing = sorted(set(expected) - set(states))[:5]
+        extra = sorted(set(states) - set(expected))[:5]
+        return f"tables differ: {len(states)} replayed, {len(expected)} produced; missing {missing}, extra {extra}"
+    for table, rows in expected.items():
+        state = states[table]
+        ids = state.column("id").to_pylist()
+        versions = state.column("version").to_pylist()
+        got = dict(zip(ids, versions, strict=True))
+        if len(ids) != len(got) or got != rows:
+            return f"{table}: replayed {len(ids)} rows {sorted(got.items())[:4]}…, produced {sorted(rows.items())[:4]}…"
+    return None
+
+
+@contextlib.contextmanager
+def landing_zone(kind: str, scratch: str, request_ms: float) -> Iterator[tuple[str, dict[str, str], Storage, Any]]:
+    """(url for the connector, its environment, a storage for the bench's own reads and limit, the double or None)."""
+    if kind == "local":
+        url = f"{scratch}/lz"
+        yield url, {}, LocalStorage(url), None
+        return
+    from tests.support.dfs_server import (
+        OTHER_IDENTITY_VARIABLES,
+        DfsTestServer,
+        make_onelake_storage,
+        managed_identity_environment,
+    )
+
+    with DfsTestServer(request_delay_s=request_ms / 1000) as server:
+        server.create_filesystem(_FILESYSTEM)
+        env = {k: v for k, v in os.environ.items() if k not in OTHER_IDENTITY_VARIABLES}
+        env.update(managed_identity_environment(server))
+        env["CONNECTOR_LANDING_ZONE__CREDENTIAL"] = "managed_identity"
+        storage = make_onelake_storage(server, _ROOT, filesystem=_FILESYSTEM)
+        try:
+            yield server.location_url(_FILESYSTEM, _ROOT), env, storage, server
+        finally:
+            storage.close()
+
+
+def _summary(batches: list[dict[str, Any]]) -> str:
+    return " ".join(
+        f"[batch {b['batch_id']}: records={b['records']} tables={b['tables']} files={b['files']} "
+        f"collect_s={b['collect_s']} sink_s={b['sink_s']} duration_s={b['duration_s']}]"
+        for b in batches
+    )
+
+
+def bench_tables(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear script, printed as it goes
+    """Run the benchmark and print its figures; the last line is the one the README records."""
+    tables, partitions = args.tables, args.partitions
+    prefix = f"bt{uuid.uuid4().hex[:6]}"
+    topics = table_topics(prefix, tables)
+    expected: dict[str, dict[int, int]] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-tables-") as scratch,
+        broker(args.bootstrap_servers, f"{scratch}/kafka") as bootstrap,
+        landing_zone(args.landing, scratch, args.request_ms) as (url, env, storage, server),
+    ):
+        started = time.perf_counter()
+        create_topics(bootstrap, topics, partitions)
+        produced = produce_changes(bootstrap, topics, partitions, args.changes, expected)
+        print(f"{tables} topics × {partitions} partitions, {produced} events in {time.perf_counter() - started:.1f} s")
+        common = [
+            "--bootstrap-servers", bootstrap,
+            "--topics", rf"{prefix}\..*",
+            "--landing-zone", url,
+            "--checkpoint", f"{scratch}/cp",
+            "--metrics-port", "0",
+            "--max-offsets-per-trigger", str(max(200_000, produced * 2)),
+        ]  # fmt: skip
+        env = {**env, "CONNECTOR_MIRROR__PUBLISH_PARALLELISM": str(args.publish_parallelism)}
+
+        # 1. Catch-up: everything waiting, one available-now run.
+        requests_before = sum(server.requests.values()) if server else 0
+        started = time.perf_counter()
+        catch_up = start_connector([*common, "--trigger", "available-now"], Path(scratch) / "catch-up.log", env)
+        code = catch_up.process.wait(args.timeout)
+        wall = time.perf_counter() - started
+        batches = catch_up.batches()
+        if code != 0 or sum(b["records"] for b in batches) != produced:
+            msg = f"catch-up run exited {code} with batches {_summary(batches)}:\n{catch_up.tail()}"
+            raise RuntimeError(msg)
+        catch_up_s = sum(b["duration_s"] for b in batches)
+        catch_up_requests = (sum(server.requests.values()) - requests_before) if server else 0
+        print(f"catch-up: process wall {wall:.1f} s (JVM start and Spark set-up included); {_summary(batches)}")
+
+        # 2. The service running: a warm-up batch, then one update per table.
+        service = start_connector([*common, "--trigger", args.trigger], Path(scratch) / "service.log", env)
+        try:
+            time.sleep(5)
+            produce_one_update(bootstrap, topics[:1], partitions, expected)
+            service.wait_for(lambda b: sum(x["records"] for x in b) >= 1, args.timeout, "the warm-up batch")
+            requests_before = sum(server.requests.values()) if server else 0
+            time.sleep(1)
+            warm = len(service.batches())
+            produce_one_update(bootstrap, topics, partitions, expected)
+            batches = service.wait_for(
+                lambda b: sum(x["records"] for x in b[warm:]) >= tables, args.timeout, "the update batch"
+            )[warm:]
+            update_requests = (sum(server.requests.values()) - requests_before) if server else 0
+        finally:
+            stop_code = service.stop()
+        print(f"service (trigger {args.trigger}, exit {stop_code} on SIGTERM): {_summary(batches)}")
+        update_s = sum(b["duration_s"] for b in batches)
+        collect_s = sum(b["collect_s"] for b in batches)
+        sink_s = sum(b["sink_s"] for b in batches)
+
+        # 3. The mirror (before the limit writes its own files), 4. the limit.
+        problem = verify_mirror(storage, expected)
+        limit_s = bare_client_limit(storage, tables)
+    if problem:
+        print(f"MIRROR NOT EXACT: {problem}")
+        return 1
+    print(f"mirror exact: {tables} tables replayed from the landing zone match what was produced")
+    if server is not None:
+        print(
+            f"DFS requests (each +{args.request_ms:g} ms): catch-up {catch_up_requests} "
+            f"({catch_up_requests / tables:.1f} per table), update batch {update_requests} "
+            f"({update_requests / tables:.1f} per changed table)"
+        )
+    print(
+        f"limit: bare client, create+rename of {tables} small files with 16 threads on the same landing zone: "
+        f"{limit_s:.2f} s ({limit_s * 1000 / tables:.2f} ms per table)"
+    )
+    print(
+        f"landing={args.landing} request_ms={args.request_ms if args.landing == 'dfs' else 0:g} tables={tables} "
+        f"partitions={partitions} catch_up_batch_s={catch_up_s:.1f} update_batch_s={update_s:.2f} "
+        f"update_collect_s={collect_s:.2f} update_sink_s={sink_s:.2f} "
+        f"ms_per_changed_table={update_s * 1000 / tables:.1f} "
+        f"limit_s={limit_s:.2f} ratio={limit_s / update_s:.2f}"
+    )
+    return 0
