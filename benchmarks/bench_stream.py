@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmarks.cpu import ExecutorCpu, cpu_seconds, stage_task_cpu_seconds
 from benchmarks.events import BENCH_TOPIC, generated_events
 from connector.config import load_settings
 from connector.operate.metrics import HealthState
@@ -156,6 +157,9 @@ def bench_stream(args: argparse.Namespace) -> int:
                     "metrics.port": 0,
                     "spark.decode_on": args.decode_on,
                     "spark.columnar_decode": not args.row_path,
+                    "spark.master": args.spark_master,
+                    # Only here: the REST API (stage task metrics) needs the UI, which run keeps off.
+                    "spark.conf": {"spark.ui.enabled": "true", "spark.ui.port": "0"},
                 },
             )
             spark = spark_session(settings)
@@ -172,10 +176,15 @@ def bench_stream(args: argparse.Namespace) -> int:
             # The JVM (driver and, in local mode, the executors) is the gateway process PySpark started.
             jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
 
+            app_id = spark.sparkContext.applicationId
+            executors = ExecutorCpu(jvm_pid if args.spark_master.startswith("local") else None, app_id)
+            executors.sample()
+
             def measured(frame, batch_id):  # type: ignore[no-untyped-def]
                 writer(frame, batch_id)
                 rss.append(current_rss_mb())
                 jvm_rss.append(current_rss_mb(jvm_pid))
+                executors.sample()
 
             query = (
                 stream(spark, settings)
@@ -183,9 +192,13 @@ def bench_stream(args: argparse.Namespace) -> int:
                 .option("checkpointLocation", f"{scratch}/cp/spark")
                 .trigger(availableNow=True)
             )
+            driver_cpu0 = cpu_seconds()
             started = time.perf_counter()
             query.start().awaitTermination()
             elapsed = time.perf_counter() - started
+            driver_cpu = cpu_seconds() - driver_cpu0
+            executors.sample()
+            task_cpu = stage_task_cpu_seconds(spark.sparkContext.uiWebUrl, app_id)
             spark.stop()
         finally:
             if not args.bootstrap_servers:
@@ -196,14 +209,26 @@ def bench_stream(args: argparse.Namespace) -> int:
         f"decode_on={args.decode_on} columnar_decode={not args.row_path} with_schema={args.with_schema} "
         f"batches={len(rss)}"
     )
+    _print_memory(rss, jvm_rss)
+    per_million = 1_000_000 / events
+    executor_cpu = executors.total()
+    print(
+        f"CPU-s per 1M events: driver Python {driver_cpu * per_million:.2f} (/proc/self/stat over the query); "
+        f"executors {executor_cpu * per_million:.2f} ({executors.source}); Spark REST stage metrics "
+        f"executorCpuTime {task_cpu * per_million:.2f} (JVM task threads only, no Python workers)"
+    )
+    print(
+        f"master={args.spark_master} events_per_second={rate:.0f} consumer_limit={limit_a:.0f} "
+        f"writer_limit={limit_b:.0f} ratio={rate / min(limit_a, limit_b):.2f} "
+        f"driver_cpu_s_per_1m={driver_cpu * per_million:.2f} executor_cpu_s_per_1m={executor_cpu * per_million:.2f}"
+    )
+    return 0
+
+
+def _print_memory(rss: list[float], jvm_rss: list[float]) -> None:
     if rss:
         # The whole series: flat means bounded by maxOffsetsPerTrigger, not growing with the backlog.
         print(f"driver_rss_mb first_batch={rss[0]:.0f} max={max(rss):.0f} last_batch={rss[-1]:.0f}")
         print("driver_rss_mb per batch: " + " ".join(f"{v:.0f}" for v in rss))
         print(f"jvm_rss_mb first_batch={jvm_rss[0]:.0f} max={max(jvm_rss):.0f} last_batch={jvm_rss[-1]:.0f}")
         print("jvm_rss_mb per batch: " + " ".join(f"{v:.0f}" for v in jvm_rss))
-    print(
-        f"events_per_second={rate:.0f} consumer_limit={limit_a:.0f} writer_limit={limit_b:.0f} "
-        f"ratio={rate / min(limit_a, limit_b):.2f}"
-    )
-    return 0

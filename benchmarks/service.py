@@ -173,14 +173,3 @@ def start_connector(args: Sequence[str], log_path: Path, env: dict[str, str] | N
     finally:
         log.close()
     return Connector(process, log_path)
-
-
-def cpu_seconds(pid: int | str = "self") -> float:
-    """User + system CPU seconds a process has used so far, from ``/proc/<pid>/stat`` (0 when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            text = stat.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    fields = text[text.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

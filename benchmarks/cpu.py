@@ -1,0 +1,93 @@
+"""CPU seconds per process from ``/proc`` (no psutil), and Spark's own task CPU from its REST API."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    """User + system CPU seconds a process has used so far, from ``/proc/<pid>/stat`` (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            text = stat.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class ExecutorCpu:
+    """CPU seconds of the executors' processes and their Python workers, read from ``/proc`` (this machine).
+
+    ``local[*]``: the executors are the JVM PySpark started (which is also Spark's driver: its own CPU is
+    not separable there) and the Python workers under it. A standalone cluster on this machine: the
+    processes whose command line names the application id (``CoarseGrainedExecutorBackend --app-id``) and
+    their descendants. Each process's last reading is kept, so workers that exit still count up to then.
+    """
+
+    def __init__(self, local_jvm: int | None, app_id: str) -> None:
+        self.local_jvm = local_jvm
+        self.app_id = app_id
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.source = (
+            "/proc: the local JVM (driver and executors in one) + its Python workers"
+            if local_jvm
+            else "/proc: executor JVMs of this app on this machine + their Python workers"
+        )
+
+    def roots(self) -> list[int]:
+        if self.local_jvm:
+            return [self.local_jvm]
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"CoarseGrainedExecutorBackend" in cmdline and self.app_id.encode() in cmdline:
+                    found.append(int(entry))
+        return found
+
+    def sample(self) -> None:
+        for pid in process_tree(self.roots()):
+            used = cpu_seconds(pid)
+            self.first.setdefault(pid, used)
+            self.last[pid] = max(used, self.last.get(pid, 0.0))
+
+    def total(self) -> float:
+        return sum(self.last[pid] - self.first[pid] for pid in self.last)
+
+
+def process_tree(roots: list[int]) -> list[int]:
+    """``roots`` and all their descendants, from ``/proc/<pid>/stat``'s parent ids."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                text = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(text[text.rindex(")") + 2 :].split()[1])
+            children.setdefault(parent, []).append(int(entry))
+    out, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def stage_task_cpu_seconds(ui_url: str | None, app_id: str) -> float:
+    """Sum of ``executorCpuTime`` (ns) over the application's stages, from Spark's REST API."""
+    import urllib.request
+
+    import orjson
+
+    if not ui_url:
+        return float("nan")
+    with urllib.request.urlopen(f"{ui_url}/api/v1/applications/{app_id}/stages", timeout=30) as answer:  # noqa: S310
+        stages = orjson.loads(answer.read())
+    return sum(stage.get("executorCpuTime", 0) for stage in stages) / 1e9
