@@ -223,6 +223,24 @@ class SourceSettings(_Frozen):
     topics: str = Field(".*", description="Topic regex (Spark's subscribePattern).")
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = Field(200_000, gt=0)
+    min_offsets_per_trigger: int | None = Field(
+        None,
+        gt=0,
+        description="Spark waits until this many records are there (or max_trigger_delay passed) before a batch: "
+        "fewer, larger files for big loads.",
+    )
+    max_trigger_delay: str | None = Field(
+        None, description="With min_offsets_per_trigger: the longest a batch waits, e.g. '2m' (Spark's default 15m)."
+    )
+    min_partitions: int | None = Field(
+        None,
+        gt=0,
+        description="Spark splits Kafka partitions into at least this many tasks: a hot partition is decoded and "
+        "staged by several executors (each task's offset range stays in order).",
+    )
+    max_records_per_partition: int | None = Field(
+        None, gt=0, description="Spark splits a Kafka partition's range into tasks of at most this many records."
+    )
     kafka_options: dict[str, str] = Field(
         default_factory=dict, description="Kafka client options; ${env:X}/${file:P} for secrets."
     )

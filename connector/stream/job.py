@@ -46,7 +46,7 @@ from connector.stream.resume import resume_from_ledger, starting_offsets
 from connector.stream.shutdown import GracefulStop
 from connector.stream.slices import SliceTask, collect_slices
 from connector.stream.snapshot_signal import KafkaSnapshotSignal
-from connector.stream.source import kafka_jars, stream
+from connector.stream.source import kafka_jars, stream, with_consumer_cache
 from connector.stream.spark_checkpoint import SparkCheckpoint
 
 if TYPE_CHECKING:
@@ -151,6 +151,8 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
         SparkSession.builder.appName("debezium-fabric-mirror")
         .master(settings.spark.master)
         .config("spark.ui.enabled", "false")
+        # The console progress bar would be printed into the service's log.
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.session.timeZone", "UTC")
@@ -294,6 +296,8 @@ def _start_up(
         msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
         raise ConfigError(msg)
     topics = check_before_spark(settings)
+    if topics:
+        settings = with_consumer_cache(settings, sum(topics.values()))
     checkpoint = Path(settings.checkpoint)
     spark_checkpoint = SparkCheckpoint(checkpoint / "spark")
     if not resume_from_ledger_offsets:

@@ -49,14 +49,15 @@ _SECRET_OPTIONS = ("sasl.password", "ssl.key.password", "sasl.oauthbearer.client
 _ATTEMPT_S = 2.0
 
 
-def check_before_spark(settings: ConnectorSettings) -> list[str] | None:
+def check_before_spark(settings: ConnectorSettings) -> dict[str, int] | None:
     """Check the landing zone, the checkpoint, the metrics port and the source before Spark starts.
 
     Local checks come first: they take milliseconds, a OneLake landing zone about a second, the Kafka
     check up to ``source.connect_timeout_s``.
 
     Returns:
-        The Kafka topics ``source.topics`` matches now (``None`` for the file source, or a Java-only pattern).
+        The Kafka topics ``source.topics`` matches now, with their partition counts (``None`` for the file
+        source, or a Java-only pattern).
 
     Raises:
         ConfigError: The first problem found, naming the setting and what it points at.
@@ -191,7 +192,7 @@ def check_metrics_port(port: int) -> None:
             raise ConfigError(metrics_port_problem(port, exc)) from None
 
 
-def check_kafka(source: SourceSettings, trigger: str) -> list[str] | None:
+def check_kafka(source: SourceSettings, trigger: str) -> dict[str, int] | None:
     """One metadata request with the source's own security settings, bounded by ``source.connect_timeout_s``.
 
     Spark's Kafka source waits for ever on brokers that do not answer and reports refused credentials
@@ -199,8 +200,8 @@ def check_kafka(source: SourceSettings, trigger: str) -> list[str] | None:
     is pending, so the wait is cut into short attempts and a refusal ends it at once.
 
     Returns:
-        The topics ``source.topics`` matches (whole name, as Spark's subscribePattern); ``None`` when the
-        pattern is a Java-only regex Python cannot judge.
+        The topics ``source.topics`` matches (whole name, as Spark's subscribePattern) with their partition
+        counts; ``None`` when the pattern is a Java-only regex Python cannot judge.
 
     Raises:
         ConfigError: No broker answered in time, or the brokers refused the client's credentials.
@@ -249,7 +250,10 @@ def check_kafka(source: SourceSettings, trigger: str) -> list[str] | None:
             last = _scrub(reported[-1].str(), options) if reported else "no answer"
             msg = f"no Kafka broker of {bootstrap} answered within {timeout_s:g}s (source.connect_timeout_s): {last}"
             raise ConfigError(msg)
-    return _matching_topics(source.topics, list(metadata.topics), bootstrap, trigger)
+    matching = _matching_topics(source.topics, list(metadata.topics), bootstrap, trigger)
+    if matching is None:
+        return None
+    return {topic: len(metadata.topics[topic].partitions) for topic in matching}
 
 
 def _matching_topics(pattern: str, topics: list[str], bootstrap: str, trigger: str) -> list[str] | None:

@@ -25,6 +25,8 @@ from connector.storage import CredentialKind, Storage, open_storage
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+#: Tasks per executor core a micro-batch of many small partitions is joined into (``frame_in_tasks``).
+TASKS_PER_CORE = 4
 _SLICE_COLUMN = "slice"
 _SLICE_SCHEMA = pa.schema([pa.field(_SLICE_COLUMN, pa.binary())])
 
@@ -42,9 +44,23 @@ class SliceTask:
 
 def collect_slices(frame: DataFrame, task: SliceTask) -> list[Collected]:
     """Collect and stage every Spark partition of ``frame`` on the executors; their metadata comes back."""
-    table = frame.mapInArrow(partial(collect_partition, task), f"{_SLICE_COLUMN} binary").toArrow()
+    table = frame_in_tasks(frame).mapInArrow(partial(collect_partition, task), f"{_SLICE_COLUMN} binary").toArrow()
     # Pickle only ever crosses between this job's own Python processes (worker → driver).
     return [pickle.loads(data) for data in table.column(_SLICE_COLUMN).to_pylist()]  # noqa: S301
+
+
+def frame_in_tasks(frame: DataFrame) -> DataFrame:
+    """``frame`` in at most ``TASKS_PER_CORE`` tasks per core when its partitions are more (many small topics).
+
+    Spark's Kafka source makes a task per topic-partition: a thousand tables with two partitions each are two
+    thousand tasks, most of a few records, whose start-up (a Python worker round trip, a consumer lookup) costs
+    more than their work. Coalescing joins whole partitions without a shuffle; a slice holding several
+    partitions is collected exactly as the driver collects a whole batch (each table's rows in Kafka order).
+    """
+    target = TASKS_PER_CORE * max(1, frame.sparkSession.sparkContext.defaultParallelism)
+    if frame.rdd.getNumPartitions() <= target:
+        return frame
+    return frame.coalesce(target)
 
 
 def collect_partition(task: SliceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

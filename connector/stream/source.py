@@ -32,6 +32,9 @@ KAFKA_READ_DEFAULTS = {
 }
 
 
+CONSUMER_CACHE_CAPACITY = "spark.kafka.consumer.cache.capacity"
+
+
 def kafka_jars() -> list[str]:
     """Spark's Kafka connector jars: ``CONNECTOR_SPARK_JARS_DIR`` (the image), else the repo's cache."""
     folder = Path(os.environ.get("CONNECTOR_SPARK_JARS_DIR", str(_REPO_JARS)))
@@ -75,8 +78,8 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
         # A gap in a topic (retention deleted unread records) must stop the job, not skip silently.
         .option("failOnDataLoss", "true")
     )
-    if source.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", source.max_offsets_per_trigger)
+    for option, value in _batch_shape_options(source).items():
+        reader = reader.option(option, value)
     for key, value in {**KAFKA_READ_DEFAULTS, **source.resolved_kafka_options()}.items():
         reader = reader.option(key, value)
     records = reader.load()
@@ -99,6 +102,31 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
         "headers", lambda h: h["key"].startswith("__debezium.") & ~h["key"].startswith("__debezium.context.")
     )
     return records.select("topic", "partition", "offset", "key", "value", headers.alias("headers"))
+
+
+def _batch_shape_options(source: SourceSettings) -> dict[str, str]:
+    """Spark's options for a micro-batch's size and split into tasks, from the source settings that are set."""
+    options = {
+        "maxOffsetsPerTrigger": source.max_offsets_per_trigger,
+        "minOffsetsPerTrigger": source.min_offsets_per_trigger,
+        "maxTriggerDelay": source.max_trigger_delay,
+        "minPartitions": source.min_partitions,
+        "maxRecordsPerPartition": source.max_records_per_partition,
+    }
+    return {option: str(value) for option, value in options.items() if value is not None}
+
+
+def with_consumer_cache(settings: ConnectorSettings, partitions: int) -> ConnectorSettings:
+    """``settings`` with Spark's Kafka consumer cache sized for ``partitions`` (unless ``spark.conf`` sizes it).
+
+    Each executor keeps one consumer per topic-partition it reads, 64 at most by default: with more, consumers are
+    closed and opened again every batch (Spark warns "Pool exceeds its soft max size").
+    """
+    if CONSUMER_CACHE_CAPACITY in settings.spark.conf:
+        return settings
+    capacity = max(64, partitions + partitions // 4)  # room for topics created later
+    conf = {**settings.spark.conf, CONSUMER_CACHE_CAPACITY: str(capacity)}
+    return settings.model_copy(update={"spark": settings.spark.model_copy(update={"conf": conf})})
 
 
 def headers_needed(mirror: MirrorSettings) -> bool:
