@@ -81,6 +81,15 @@ spark_home() {
   echo "$home"
 }
 
+# The Scala version of those jars (spark-core_2.13-4.0.1.jar → 2.13): a worker builds its executors' classpath
+# with Spark's launcher, which otherwise looks for a source tree's build directories.
+scala_version() {
+  local core
+  core=$(compgen -G "$1/jars/spark-core_*.jar" | head -n 1) || { log "no spark-core jar in $1/jars"; return 1; }
+  core=${core##*/spark-core_}
+  echo "${core%%-*}"
+}
+
 # The number of workers the master's web UI lists as ALIVE (0 when it does not answer).
 alive_workers() {
   local webui=$1
@@ -104,7 +113,7 @@ print_log_tail() {
 start_daemon() {
   local log_file=$1 pid_file=$2
   shift 2
-  SPARK_HOME=$home PYSPARK_PYTHON=$PYTHON SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=127.0.0.1 \
+  SPARK_HOME=$home SPARK_SCALA_VERSION=$scala PYSPARK_PYTHON=$PYTHON SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=127.0.0.1 \
     setsid "$JAVA" "-Xmx$DAEMON_HEAP" -Djava.awt.headless=true "-Dspark.cluster.state=$STATE_DIR" \
     -cp "$home/jars/*" "$@" </dev/null >>"$log_file" 2>&1 &
   echo "$!" >"$pid_file"
@@ -161,6 +170,7 @@ cmd_start() {
   command -v "$JAVA" >/dev/null 2>&1 || { log "java not found ($JAVA)"; return 1; }
   mkdir -p "$STATE_DIR"
   home=$(spark_home)
+  scala=$(scala_version "$home")
   if master_pid >/dev/null && [[ -f $MASTER_URL_FILE && -f $MASTER_WEBUI_FILE ]]; then
     log "master already running (pid $(master_pid))"
   else
