@@ -12,6 +12,11 @@
 # stream_reader ARG (the id of the database connection Debezium streams through, empty when none; ARG from
 # wait_streaming), stream_reader_desc ID ARG (that reader, for the log) and STREAM_WAITING (what
 # wait_streaming waits for once the connector runs).
+# For the commands both stacks share (up, down, status, restart-debezium, env): db_start, db_run_sql_file FILE,
+# prepare_connector CONVERTER (see up_stack), DB_LABEL (the database's name in
+# messages), DB_DATA (its data folder), db_pid, db_url, db_stop, READER_LABEL (the status line's name for
+# stream_reader's answer) and print_env; a stack with more connectors than the main one also redefines
+# extra_connectors and extra_reader_arg NAME (stream_reader's ARG for that connector).
 
 JARS_DIR=${JARS_DIR:-$REPO_ROOT/.cache/jars}
 export JARS_DIR
@@ -199,12 +204,7 @@ connect_start() {
   fi
   connect_fetch_jars "$cp"
   command -v "$JAVA" >/dev/null 2>&1 || die "java not found ($JAVA)"
-  port=${CONNECT_PORT:-$(env_get CONNECT_PORT)}
-  if [[ -z $port ]] || port_in_use "$port"; then
-    [[ -z ${CONNECT_PORT:-} ]] || die "CONNECT_PORT=$CONNECT_PORT is in use"
-    port=$(free_port 0)
-  fi
-  env_set CONNECT_PORT "$port"
+  port=$(stable_port CONNECT_PORT CONNECT_PORT)
   write_connect_config "$port"
   log "starting kafka connect (REST $(connect_url), heap $CONNECT_HEAP$CONNECT_DESC)"
   # setsid: the worker outlives this script's session (a terminal's Ctrl-C, pytest's process group).
@@ -457,4 +457,174 @@ chunk_size() {
   [[ $size =~ ^[1-9][0-9]*$ ]] || die "INCREMENTAL_SNAPSHOT_CHUNK_SIZE is a positive integer, got '$size'"
   env_set CHUNK_SIZE "$size"
   echo "$size"
+}
+
+# write_connector_file FILE CONVERTER PREFIX SIGNAL_TABLE ENTRIES: a connector's config (mode 600), the stack's
+# own ENTRIES (Python dict entries: class, database, topics) plus what both stacks' connectors share (snapshot,
+# deletes and TRUNCATE, types, heartbeats, topic creation, signals, notifications) and the converter's settings.
+write_connector_file() {
+  local file=$1 converter=$2 prefix=$3 signal_table=$4 entries=$5 chunk
+  chunk=$(chunk_size)
+  "$PYTHON" - "$file" "$(converter_settings_json "$converter")" <<EOF
+import json, sys
+config = {
+$entries
+    "snapshot.mode": "initial",
+    "tombstones.on.delete": "true",
+    # Debezium's default \`t\` drops TRUNCATE, leaving the truncated rows in the mirror.
+    "skipped.operations": "none",
+    "decimal.handling.mode": "precise",
+    "time.precision.mode": "adaptive_time_microseconds",
+    "heartbeat.interval.ms": "10000",
+    "topic.creation.default.replication.factor": "1",
+    "topic.creation.default.partitions": "1",
+    # Signals (ad hoc incremental snapshots): the Kafka channel takes them, the source channel's table
+    # holds the snapshot windows' watermarks (required for incremental snapshots). A 1 s poll (not 100 ms
+    # every 5 s) lets the signal consumer join its group within seconds of the connector's start.
+    "signal.enabled.channels": "source,kafka",
+    "signal.data.collection": "$signal_table",
+    "signal.kafka.topic": "$(signal_topic "$prefix")",
+    "signal.kafka.bootstrap.servers": "$BOOTSTRAP",
+    "signal.kafka.groupId": "$(signal_topic "$prefix")",
+    "signal.kafka.poll.timeout.ms": "1000",
+    "incremental.snapshot.chunk.size": "$chunk",
+    "notification.enabled.channels": "sink",
+    "notification.sink.topic.name": "$(notification_topic "$prefix")",
+}
+config.update(json.loads(sys.argv[2]))
+with open(sys.argv[1], "w") as fh:
+    json.dump(config, fh, indent=2)
+EOF
+  chmod 600 "$file"
+}
+
+# stable_port VAR KEY: a server's port, kept in stack.env under KEY across restarts: $VAR when set (refused when
+# in use), else the kept one while it is free, else a free one.
+stable_port() {
+  local override=${!1:-} port
+  port=${override:-$(env_get "$2")}
+  if [[ -z $port ]] || port_in_use "$port"; then
+    [[ -z $override ]] || die "$1=$override is in use"
+    port=$(free_port 0)
+  fi
+  env_set "$2" "$port"
+  echo "$port"
+}
+
+# ---------------------------------------------------------------------------------------- shared commands
+# The connectors beyond the main one (none unless the stack redefines it), and stream_reader's ARG for one.
+extra_connectors() { :; }
+extra_reader_arg() { :; }
+
+# `up` after its flags: up_stack CONVERTER INIT_SQL SOURCE [KEY=VALUE...] checks the --init-sql file, records
+# the source (and the KEY=VALUEs) in stack.env, starts the database (db_start), runs the file once (db_run_sql_file
+# FILE; not again once the connector is registered), starts Kafka, the registry for Avro and Kafka Connect,
+# writes the connector's config (prepare_connector CONVERTER), registers it and waits until it streams.
+up_stack() {
+  local converter=$1 init_sql=$2 source=$3 setting
+  shift 3
+  if [[ -n $init_sql ]]; then
+    [[ -r $init_sql ]] || die "--init-sql $init_sql: not readable"
+    init_sql=$(cd "$(dirname "$init_sql")" && pwd)/$(basename "$init_sql")
+  fi
+  command -v curl >/dev/null || die "curl is required"
+  command -v "$PYTHON" >/dev/null || die "$PYTHON is required"
+  mkdir -p "$STATE_DIR"
+  env_set SOURCE "$source"
+  for setting in "$@"; do
+    env_set "${setting%%=*}" "${setting#*=}"
+  done
+
+  db_start
+  if [[ -n $init_sql ]]; then
+    if [[ -f $REGISTERED ]]; then
+      log "connector already registered: not running --init-sql $init_sql again"
+    else
+      log "running $init_sql"
+      db_run_sql_file "$init_sql" >&2 || die "--init-sql $init_sql failed"
+    fi
+  fi
+  kafka_start
+  [[ $converter != avro ]] || enable_avro
+  connect_start
+  prepare_connector "$converter"
+  register_connector
+  wait_streaming
+  log "up in $((SECONDS - T0))s"
+  print_env
+}
+
+# Both the database and the Kafka Connect worker run, else exit 1 ($1: how to start them, for the message).
+require_running() {
+  db_pid >/dev/null || die "$DB_LABEL is not running${1:+ ($1)}"
+  connect_pid >/dev/null || die "kafka connect is not running${1:+ ($1)}"
+}
+
+cmd_down() {
+  connect_stop
+  if [[ -f $KAFKA_STATE/kafka.pid ]]; then
+    kafka stop || log "kafka.sh stop failed"
+  else
+    log "kafka not running"
+  fi
+  if [[ -d $DB_DATA ]]; then
+    db_stop
+  else
+    log "$DB_LABEL not initialised"
+  fi
+  registry_stop_owned
+  log "down"
+}
+
+cmd_status() {
+  local ok=0 pid line name
+  if pid=$(db_pid); then
+    echo "$DB_LABEL: running pid=$pid $(db_url | sed 's#://\([^:]*\):[^@]*@#://\1:***@#')"
+  else
+    echo "$DB_LABEL: stopped"
+    ok=1
+  fi
+  if line=$(kafka status 2>/dev/null); then
+    echo "kafka: $line"
+  else
+    echo "kafka: stopped"
+    ok=1
+  fi
+  registry_status || ok=1
+  if pid=$(connect_pid); then
+    echo "connect: running pid=$pid $(connect_url)"
+    echo "connector: $CONNECTOR_NAME $(connector_state | head -n 1) $READER_LABEL=$(stream_reader "")"
+    for name in $(extra_connectors); do
+      echo "connector: $name $(connector_state "$name" | head -n 1) $READER_LABEL=$(stream_reader "$(extra_reader_arg "$name")")"
+    done
+  else
+    echo "connect: stopped"
+    echo "connector: $CONNECTOR_NAME unknown (connect not running)"
+    ok=1
+  fi
+  return $ok
+}
+
+# Kill the Kafka Connect worker, start it again, and wait until every connector streams through a new reader.
+cmd_restart_debezium() {
+  require_running "$(basename "$STACK_SCRIPT") up first"
+  BOOTSTRAP=$(<"$KAFKA_STATE/bootstrap")
+  local old name
+  local -A old_extra=()
+  old=$(stream_reader "")
+  for name in $(extra_connectors); do
+    old_extra[$name]=$(stream_reader "$(extra_reader_arg "$name")")
+  done
+  connect_stop KILL
+  connect_start
+  wait_streaming "$old"
+  for name in $(extra_connectors); do
+    wait_streaming "${old_extra[$name]}" "$name" "$(extra_reader_arg "$name")"
+  done
+  print_env
+}
+
+cmd_env() {
+  require_running
+  print_env
 }

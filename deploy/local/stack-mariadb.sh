@@ -231,12 +231,7 @@ db_start() {
   if pid=$(db_pid); then
     log "mariadb already running (pid $pid, port $(env_get DB_PORT))"
   else
-    port=${MARIADB_PORT:-$(env_get DB_PORT)}
-    if [[ -z $port ]] || port_in_use "$port"; then
-      [[ -z ${MARIADB_PORT:-} ]] || die "MARIADB_PORT=$MARIADB_PORT is in use"
-      port=$(free_port 0)
-    fi
-    env_set DB_PORT "$port"
+    port=$(stable_port MARIADB_PORT DB_PORT)
     write_db_config "$port"
     rm -f "$DB_PIDFILE"
     log "starting mariadb $("$(mariadbd_bin)" --version | awk '{print $3}') on 127.0.0.1:$port"
@@ -292,6 +287,15 @@ connect_fetch_jars() { fetch_jars_with_avro "$JAR_SET" "$1"; } # connect_fetch_j
 stream_reader() { binlog_reader_id; }
 stream_reader_desc() { echo "reading the binlog (connection $1)"; }
 
+# The shared commands' hooks (stack-lib.sh); db_pid, db_url and db_stop are above.
+DB_LABEL=mariadb
+READER_LABEL=binlog_reader
+db_run_sql_file() { db_sql "$DB_NAME" <"$1"; }
+prepare_connector() { # prepare_connector CONVERTER
+  ensure_signal_table
+  write_connector_json "$1"
+}
+
 topics_regex() {
   local prefix=${TOPIC_PREFIX//./\\.}
   echo "${prefix}\\.${DB_NAME}\\..*"
@@ -306,11 +310,8 @@ EOF
 }
 
 write_connector_json() { # write_connector_json CONVERTER
-  local chunk
-  chunk=$(chunk_size)
-  "$PYTHON" - "$CONNECTOR_JSON" "$(converter_settings_json "$1")" <<EOF
-import json, sys
-config = {
+  write_connector_file "$CONNECTOR_JSON" "$1" "$TOPIC_PREFIX" "$SIGNAL_TABLE" "$(
+    cat <<EOF
     "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
     "tasks.max": "1",
     "database.hostname": "127.0.0.1",
@@ -324,33 +325,9 @@ config = {
     "schema.history.internal.kafka.bootstrap.servers": "$BOOTSTRAP",
     "schema.history.internal.kafka.topic": "_schema-history.$TOPIC_PREFIX",
     "include.schema.changes": "false",
-    "snapshot.mode": "initial",
-    "tombstones.on.delete": "true",
-    "skipped.operations": "none",
     "bigint.unsigned.handling.mode": "precise",
-    "decimal.handling.mode": "precise",
-    "time.precision.mode": "adaptive_time_microseconds",
-    "heartbeat.interval.ms": "10000",
-    "topic.creation.default.replication.factor": "1",
-    "topic.creation.default.partitions": "1",
-    # Signals (ad hoc incremental snapshots): the Kafka channel takes them, the source channel's table
-    # holds the snapshot windows' watermarks. A 1 s poll (not 100 ms every 5 s) lets the signal consumer
-    # join its group within seconds of the connector's start.
-    "signal.enabled.channels": "source,kafka",
-    "signal.data.collection": "$SIGNAL_TABLE",
-    "signal.kafka.topic": "$(signal_topic)",
-    "signal.kafka.bootstrap.servers": "$BOOTSTRAP",
-    "signal.kafka.groupId": "$(signal_topic)",
-    "signal.kafka.poll.timeout.ms": "1000",
-    "incremental.snapshot.chunk.size": "$chunk",
-    "notification.enabled.channels": "sink",
-    "notification.sink.topic.name": "$(notification_topic)",
-}
-config.update(json.loads(sys.argv[2]))
-with open(sys.argv[1], "w") as fh:
-    json.dump(config, fh, indent=2)
 EOF
-  chmod 600 "$CONNECTOR_JSON"
+  )"
 }
 
 print_env() {
@@ -374,93 +351,7 @@ cmd_up() {
     esac
   done
   converter=$(choose_converter "$converter")
-  if [[ -n $init_sql ]]; then
-    [[ -r $init_sql ]] || die "--init-sql $init_sql: not readable"
-    init_sql=$(cd "$(dirname "$init_sql")" && pwd)/$(basename "$init_sql")
-  fi
-  command -v curl >/dev/null || die "curl is required"
-  command -v "$PYTHON" >/dev/null || die "$PYTHON is required"
-  mkdir -p "$STATE_DIR"
-  env_set SOURCE mariadb
-
-  db_start
-  if [[ -n $init_sql ]]; then
-    if [[ -f $REGISTERED ]]; then
-      log "connector already registered: not running --init-sql $init_sql again"
-    else
-      log "running $init_sql"
-      db_sql "$DB_NAME" <"$init_sql" >&2 || die "--init-sql $init_sql failed"
-    fi
-  fi
-  kafka_start
-  [[ $converter != avro ]] || enable_avro
-  connect_start
-  ensure_signal_table
-  write_connector_json "$converter"
-  register_connector
-  wait_streaming
-  log "up in $((SECONDS - T0))s"
-  print_env
-}
-
-cmd_down() {
-  connect_stop
-  if [[ -f $KAFKA_STATE/kafka.pid ]]; then
-    kafka stop || log "kafka.sh stop failed"
-  else
-    log "kafka not running"
-  fi
-  if [[ -d $DB_DATA ]]; then
-    db_stop
-  else
-    log "mariadb not initialised"
-  fi
-  registry_stop_owned
-  log "down"
-}
-
-cmd_status() {
-  local ok=0 pid line
-  if pid=$(db_pid); then
-    echo "mariadb: running pid=$pid $(db_url | sed 's#://\([^:]*\):[^@]*@#://\1:***@#')"
-  else
-    echo "mariadb: stopped"
-    ok=1
-  fi
-  if line=$(kafka status 2>/dev/null); then
-    echo "kafka: $line"
-  else
-    echo "kafka: stopped"
-    ok=1
-  fi
-  registry_status || ok=1
-  if pid=$(connect_pid); then
-    echo "connect: running pid=$pid $(connect_url)"
-    echo "connector: $CONNECTOR_NAME $(connector_state | head -n 1) binlog_reader=$(binlog_reader_id)"
-  else
-    echo "connect: stopped"
-    echo "connector: $CONNECTOR_NAME unknown (connect not running)"
-    ok=1
-  fi
-  return $ok
-}
-
-cmd_restart_debezium() {
-  db_pid >/dev/null || die "mariadb is not running (stack-mariadb.sh up first)"
-  connect_pid >/dev/null || die "kafka connect is not running (stack-mariadb.sh up first)"
-  BOOTSTRAP=$(<"$KAFKA_STATE/bootstrap")
-  local old
-  old=$(binlog_reader_id)
-  connect_stop KILL
-  connect_start
-  wait_streaming "$old"
-  print_env
-}
-
-cmd_env() {
-  db_pid >/dev/null || die "mariadb is not running"
-  connect_pid >/dev/null || die "kafka connect is not running"
-  print_env
+  up_stack "$converter" "$init_sql" mariadb
 }
 
 cmd_sql() {

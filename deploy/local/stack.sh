@@ -205,12 +205,7 @@ pg_start() {
   if pid=$(pg_pid); then
     log "postgres already running (pid $pid, port $(env_get PG_PORT))"
   else
-    port=${PG_PORT:-$(env_get PG_PORT)}
-    if [[ -z $port ]] || port_in_use "$port"; then
-      [[ -z ${PG_PORT:-} ]] || die "PG_PORT=$PG_PORT is in use"
-      port=$(free_port 0)
-    fi
-    env_set PG_PORT "$port"
+    port=$(stable_port PG_PORT PG_PORT)
     log "starting postgres $(basename "$(dirname "$bindir")") on 127.0.0.1:$port"
     as_pg "$bindir/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -o "-p $port" -w -t 60 start >&2 || {
       tail -n 30 "$PG_LOG" >&2 || true
@@ -254,6 +249,21 @@ connect_fetch_jars() { fetch_jars_with_avro connect-debezium "$1"; } # connect_f
 stream_reader() { slot_active_pid "$1"; }
 stream_reader_desc() { echo "streaming (slot ${2:-$SLOT_NAME} held by backend $1)"; }
 
+# The shared commands' hooks (stack-lib.sh).
+DB_LABEL=postgres
+DB_DATA=$PG_DATA
+READER_LABEL=slot_active_pid
+db_pid() { pg_pid; }
+db_url() { pg_url; }
+db_stop() { pg_stop; }
+db_start() { pg_start; }
+db_run_sql_file() { psql_db "$PG_DB" -f "$1"; }
+prepare_connector() { # prepare_connector CONVERTER: the main connector's signalling table and config
+  ensure_signal_table "$(signal_table)"
+  write_connector_json "$CONNECTOR_JSON" "$(env_get SCHEMAS)" "$TOPIC_PREFIX" "$SLOT_NAME" "$PUBLICATION_NAME" "$1" \
+    "$(signal_table)"
+}
+
 topics_regex() { # topics_regex SCHEMAS [PREFIX]
   local prefix=${2:-$TOPIC_PREFIX}
   prefix=${prefix//./\\.}
@@ -281,11 +291,9 @@ ensure_signal_table() {
 
 # write_connector_json FILE SCHEMAS PREFIX SLOT PUBLICATION CONVERTER SIGNAL_TABLE
 write_connector_json() {
-  local file=$1 schemas=$2 prefix=$3 slot=$4 publication=$5 converter=$6 signal_table=$7 chunk
-  chunk=$(chunk_size)
-  "$PYTHON" - "$file" "$(converter_settings_json "$converter")" <<EOF
-import json, sys
-config = {
+  local file=$1 schemas=$2 prefix=$3 slot=$4 publication=$5 converter=$6 signal_table=$7
+  write_connector_file "$file" "$converter" "$prefix" "$signal_table" "$(
+    cat <<EOF
     "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
     "tasks.max": "1",
     "database.hostname": "127.0.0.1",
@@ -299,33 +307,8 @@ config = {
     "publication.name": "$publication",
     "publication.autocreate.mode": "all_tables",
     "schema.include.list": "$schemas",
-    "snapshot.mode": "initial",
-    "tombstones.on.delete": "true",
-    # Debezium's default `t` drops TRUNCATE, leaving the truncated rows in the mirror.
-    "skipped.operations": "none",
-    "decimal.handling.mode": "precise",
-    "time.precision.mode": "adaptive_time_microseconds",
-    "heartbeat.interval.ms": "10000",
-    "topic.creation.default.replication.factor": "1",
-    "topic.creation.default.partitions": "1",
-    # Signals (ad hoc incremental snapshots): the Kafka channel takes them, the source channel's table
-    # holds the snapshot windows' watermarks (required for incremental snapshots on Postgres). A 1 s poll
-    # (not 100 ms every 5 s) lets the signal consumer join its group within seconds of the connector's start.
-    "signal.enabled.channels": "source,kafka",
-    "signal.data.collection": "$signal_table",
-    "signal.kafka.topic": "$(signal_topic "$prefix")",
-    "signal.kafka.bootstrap.servers": "$BOOTSTRAP",
-    "signal.kafka.groupId": "$(signal_topic "$prefix")",
-    "signal.kafka.poll.timeout.ms": "1000",
-    "incremental.snapshot.chunk.size": "$chunk",
-    "notification.enabled.channels": "sink",
-    "notification.sink.topic.name": "$(notification_topic "$prefix")",
-}
-config.update(json.loads(sys.argv[2]))
-with open(sys.argv[1], "w") as fh:
-    json.dump(config, fh, indent=2)
 EOF
-  chmod 600 "$file"
+  )"
 }
 
 print_env() {
@@ -343,6 +326,7 @@ extra_ident() { # a name as a Postgres identifier: lower case [a-z0-9_], at most
   echo "${id:0:40}"
 }
 extra_slot() { echo "dbz_$(extra_ident "$1")"; }
+extra_reader_arg() { extra_slot "$1"; }
 extra_publication() { echo "dbz_pub_$(extra_ident "$1")"; }
 
 # ---------------------------------------------------------------------------------------- commands
@@ -368,35 +352,7 @@ cmd_up() {
     die "--schemas takes comma-separated plain schema names, got '$schemas'"
   [[ ,$schemas, != *,$SIGNAL_SCHEMA,* ]] || die "--schemas may not name $SIGNAL_SCHEMA (the signalling tables' schema)"
   converter=$(choose_converter "$converter")
-  if [[ -n $init_sql ]]; then
-    [[ -r $init_sql ]] || die "--init-sql $init_sql: not readable"
-    init_sql=$(cd "$(dirname "$init_sql")" && pwd)/$(basename "$init_sql")
-  fi
-  command -v curl >/dev/null || die "curl is required"
-  command -v "$PYTHON" >/dev/null || die "$PYTHON is required"
-  mkdir -p "$STATE_DIR"
-  env_set SOURCE postgres
-  env_set SCHEMAS "$schemas"
-
-  pg_start
-  if [[ -n $init_sql ]]; then
-    if [[ -f $REGISTERED ]]; then
-      log "connector already registered: not running --init-sql $init_sql again"
-    else
-      log "running $init_sql"
-      psql_db "$PG_DB" -f "$init_sql" >&2 || die "--init-sql $init_sql failed"
-    fi
-  fi
-  kafka_start
-  [[ $converter != avro ]] || enable_avro
-  connect_start
-  ensure_signal_table "$(signal_table)"
-  write_connector_json "$CONNECTOR_JSON" "$schemas" "$TOPIC_PREFIX" "$SLOT_NAME" "$PUBLICATION_NAME" "$converter" \
-    "$(signal_table)"
-  register_connector
-  wait_streaming
-  log "up in $((SECONDS - T0))s"
-  print_env
+  up_stack "$converter" "$init_sql" postgres "SCHEMAS=$schemas"
 }
 
 cmd_register_connector() {
@@ -406,8 +362,7 @@ cmd_register_connector() {
   [[ $name != "$CONNECTOR_NAME" ]] || die "$name is the main connector (stack.sh up registers it)"
   [[ $prefix =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]*$ ]] || die "topic prefix: letters, digits, _ . -; got '$prefix'"
   [[ $converter == json || $converter == avro ]] || die "the converter is json or avro, got '$converter'"
-  pg_pid >/dev/null || die "postgres is not running (stack.sh up first)"
-  connect_pid >/dev/null || die "kafka connect is not running (stack.sh up first)"
+  require_running "stack.sh up first"
   BOOTSTRAP=$(<"$KAFKA_STATE/bootstrap")
   schemas=$(env_get SCHEMAS)
   slot=$(extra_slot "$name")
@@ -429,76 +384,6 @@ cmd_register_connector() {
   echo "converter=$converter"
   signal_lines "$prefix"
   registry_lines "$converter"
-}
-
-cmd_down() {
-  connect_stop
-  if [[ -f $KAFKA_STATE/kafka.pid ]]; then
-    kafka stop || log "kafka.sh stop failed"
-  else
-    log "kafka not running"
-  fi
-  if [[ -d $PG_DATA ]]; then
-    pg_stop
-  else
-    log "postgres not initialised"
-  fi
-  registry_stop_owned
-  log "down"
-}
-
-cmd_status() {
-  local ok=0 pid line name
-  if pid=$(pg_pid); then
-    echo "postgres: running pid=$pid $(pg_url | sed 's#://\([^:]*\):[^@]*@#://\1:***@#')"
-  else
-    echo "postgres: stopped"
-    ok=1
-  fi
-  if line=$(kafka status 2>/dev/null); then
-    echo "kafka: $line"
-  else
-    echo "kafka: stopped"
-    ok=1
-  fi
-  registry_status || ok=1
-  if pid=$(connect_pid); then
-    echo "connect: running pid=$pid $(connect_url)"
-    echo "connector: $CONNECTOR_NAME $(connector_state | head -n 1) slot_active_pid=$(slot_active_pid)"
-    for name in $(extra_connectors); do
-      echo "connector: $name $(connector_state "$name" | head -n 1) slot_active_pid=$(slot_active_pid "$(extra_slot "$name")")"
-    done
-  else
-    echo "connect: stopped"
-    echo "connector: $CONNECTOR_NAME unknown (connect not running)"
-    ok=1
-  fi
-  return $ok
-}
-
-cmd_restart_debezium() {
-  pg_pid >/dev/null || die "postgres is not running (stack.sh up first)"
-  connect_pid >/dev/null || die "kafka connect is not running (stack.sh up first)"
-  BOOTSTRAP=$(<"$KAFKA_STATE/bootstrap")
-  local old name
-  local -A old_extra=()
-  old=$(slot_active_pid)
-  for name in $(extra_connectors); do
-    old_extra[$name]=$(slot_active_pid "$(extra_slot "$name")")
-  done
-  connect_stop KILL
-  connect_start
-  wait_streaming "$old"
-  for name in $(extra_connectors); do
-    wait_streaming "${old_extra[$name]}" "$name" "$(extra_slot "$name")"
-  done
-  print_env
-}
-
-cmd_env() {
-  pg_pid >/dev/null || die "postgres is not running"
-  connect_pid >/dev/null || die "kafka connect is not running"
-  print_env
 }
 
 # `up --source mariadb`, and any command on a state dir the MariaDB stack made, run stack-mariadb.sh. `up` on a

@@ -27,10 +27,12 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e import workload
+from tests.e2e.mirror_source import MirrorSource, mariadb_source, postgres_source
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STACK_SH = REPO_ROOT / "deploy" / "local" / "stack.sh"
@@ -290,3 +292,43 @@ def mariadb_avro_stack(registry: dict[str, str]) -> Iterator[dict[str, str]]:
 def mariadb_stack_ctl(mariadb_stack: dict[str, str]) -> StackCtl:
     """``mariadb_stack_ctl("restart-debezium")``: another stack command on the MariaDB stack; its stdout."""
     return _ctl(Path(mariadb_stack["state_dir"]))
+
+
+@pytest.fixture
+def mariadb(mariadb_stack: dict[str, str]) -> Iterator[Any]:
+    """An autocommit PyMySQL connection to the MariaDB stack's database, in UTC.
+
+    A module may override ``mariadb_stack`` (``test_mariadb_avro_e2e`` does, with ``mariadb_avro_stack``).
+    """
+    import pymysql  # type: ignore[import-untyped]
+
+    from connector.oracle.source_mysql import MySqlSource
+
+    source = MySqlSource.from_url(mariadb_stack["mariadb"])
+    conn = pymysql.connect(
+        host=source.host,
+        port=source.port,
+        user=source.user,
+        password=source.password,
+        database=source.database,
+        charset="utf8mb4",
+        init_command="SET time_zone = '+00:00'",
+        autocommit=True,
+    )
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@pytest.fixture(params=["postgres", "mariadb"])
+def mirror_source(request: pytest.FixtureRequest) -> MirrorSource:
+    """The source database a mirror test runs against, one per source; a module picks its own with
+    ``pytest.mark.parametrize("mirror_source", ["mariadb"], indirect=True)``.
+
+    ``postgres`` is the ``stack`` fixture's database, ``mariadb`` the ``mariadb_stack``'s (a module's override
+    of ``mariadb_stack`` counts) through the ``mariadb`` connection.
+    """
+    if request.param == "postgres":
+        return postgres_source(request.getfixturevalue("stack"))
+    return mariadb_source(request.getfixturevalue("mariadb_stack"), request.getfixturevalue("mariadb"))

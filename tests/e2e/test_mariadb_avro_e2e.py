@@ -23,10 +23,10 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from tests.e2e import workload_mariadb
-from tests.e2e.test_mariadb_e2e import mariadb, mirror_snapshot_and_streaming
+from tests.e2e.mirror_source import MirrorSource
+from tests.e2e.test_mariadb_e2e import mirror_snapshot_and_streaming
 
 pytestmark = pytest.mark.e2e
-__all__ = ["mariadb"]  # the connection fixture of the MariaDB end-to-end tests, here on the Avro stack
 
 FETCH_TIMEOUT_S = 120
 
@@ -65,8 +65,9 @@ def test_keys_and_values_are_confluent_avro_with_registered_schemas(mariadb_stac
         assert {f"{topic}-key", f"{topic}-value"} <= set(registry.get_subjects())
 
 
+@pytest.mark.parametrize("mirror_source", ["mariadb"], indirect=True)
 def test_snapshot_and_streaming_mirror_from_avro_equals_mariadb(
-    mariadb_stack: dict[str, str], mariadb: Any, tmp_path: Path
+    mirror_source: MirrorSource, mariadb: Any, tmp_path: Path
 ) -> None:
-    assert mariadb_stack["converter"] == "avro"
-    mirror_snapshot_and_streaming(mariadb_stack, mariadb, tmp_path)
+    assert mirror_source.stack["converter"] == "avro"
+    mirror_snapshot_and_streaming(mirror_source, mariadb, tmp_path)

@@ -28,7 +28,7 @@ from confluent_kafka import Consumer
 from connector.oracle.verify import verify
 from connector.publish.ledger import BatchLedger, TableState
 from connector.storage import LocalStorage
-from tests.e2e.test_mirror_e2e import wait_for_watermark
+from tests.e2e.mirror_source import postgres_source, wait_for_watermark
 from tests.support.debezium import notification
 from tests.support.kafka import REPO_ROOT, run_connector
 
@@ -195,7 +195,7 @@ def now_ms() -> int:
 
 def wait_until_mirror_equals_source(stack: dict[str, str], tmp: Path, connector: Connector) -> None:
     """After the watermark, until the running connector published everything and ``verify`` finds no difference."""
-    wait_for_watermark(stack)
+    wait_for_watermark(postgres_source(stack))
     deadline = time.monotonic() + WAIT_S
     reports: list[Any] = []
     while time.monotonic() < deadline:

@@ -20,11 +20,10 @@ import pytest
 from connector.oracle.verify import verify
 from connector.publish.ledger import BatchLedger
 from connector.storage import LocalStorage
-from tests.e2e.test_mariadb_e2e import mariadb, wait_for_watermark
+from tests.e2e.mirror_source import mariadb_source, wait_for_watermark
 from tests.e2e.test_rebuild_e2e import WAIT_S, Connector, Notifications, now_ms, write_config
 
 pytestmark = pytest.mark.e2e
-__all__ = ["mariadb"]  # the connection fixture, shared with the MariaDB end-to-end tests
 
 ROWS = 1500
 TABLE, OTHER = "rb_maria", "rb_maria_other"
@@ -75,7 +74,7 @@ def test_mariadb_type_change_is_rebuilt_through_an_incremental_snapshot(
             write_some(mariadb, rng, 10)
         started = notifications.incremental("STARTED", before)
         assert started is not None
-        wait_for_watermark(mariadb_stack, mariadb)
+        wait_for_watermark(mariadb_source(mariadb_stack, mariadb))
         deadline = time.monotonic() + WAIT_S
         while True:
             reports = verify(mariadb_stack["mariadb"], str(tmp_path / "lz"), [table_id, f"mirror.{OTHER}"])
