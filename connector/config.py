@@ -23,7 +23,7 @@ from pydantic_settings import (
 
 from connector.errors import ConfigError
 from connector.secrets import redact, resolve_secret_references
-from connector.storage import CredentialKind as CredentialKind  # the oracle modules still import it from here
+from connector.storage import CredentialKind
 
 
 class _Frozen(BaseModel):

@@ -37,7 +37,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.config import CredentialKind
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing_zone import PARQUET, TableRef, discover_tables
@@ -50,7 +49,7 @@ from connector.oracle.landing_reader import (
     read_table_metadata,
     require_landing_zone,
 )
-from connector.storage import open_storage
+from connector.storage import CredentialKind, open_storage
 from connector.storage.base import Storage
 
 _INSERT = int(RowMarker.INSERT)

@@ -38,7 +38,7 @@ from connector.landing_zone import (
     parse_data_file_name,
     parse_table_metadata,
 )
-from connector.storage.base import TEMP_PREFIX, Storage, join
+from connector.storage.base import TEMP_PREFIX, FileInfo, Storage, join
 from connector.storage.local import LocalStorage
 
 
@@ -175,27 +175,28 @@ def scan_table(storage: Storage, table: TableRef) -> TableListing:
                 processed.append(name)
             elif not name.startswith("_"):
                 unexpected.append(entry.path)
-            continue
-        parsed = parse_data_file_name(name)
-        if parsed:
-            data_files.append(DataFile(parsed[0], parsed[1], entry.path, entry.size, ""))
-        elif is_leftover(name):
-            leftovers.append(entry.path)
-        elif not name.startswith("_"):
+        elif not _sort_file(entry, "", data_files, leftovers) and not name.startswith("_"):
             unexpected.append(entry.path)
     for folder in processed:
         for entry in storage.list_dir(join(table.folder, folder)):
-            name = basename(entry.path)
-            if entry.is_dir:
-                continue
-            parsed = parse_data_file_name(name)
-            if parsed:
-                data_files.append(DataFile(parsed[0], parsed[1], entry.path, entry.size, folder))
-            elif is_leftover(name):
-                leftovers.append(entry.path)
+            if not entry.is_dir:
+                _sort_file(entry, folder, data_files, leftovers)
     order = {"": 0, **{folder: i + 1 for i, folder in enumerate(PROCESSED_FOLDERS)}}
     data_files.sort(key=lambda f: (f.number, order.get(f.location, len(order)), f.extension))
     return TableListing(tuple(data_files), tuple(leftovers), tuple(unexpected), tuple(processed))
+
+
+def _sort_file(entry: FileInfo, location: str, data_files: list[DataFile], leftovers: list[str]) -> bool:
+    """A numbered file or a leftover upload goes to its list; ``False`` when the file is neither."""
+    name = basename(entry.path)
+    parsed = parse_data_file_name(name)
+    if parsed:
+        data_files.append(DataFile(parsed[0], parsed[1], entry.path, entry.size, location))
+    elif is_leftover(name):
+        leftovers.append(entry.path)
+    else:
+        return False
+    return True
 
 
 def unique_by_number(files: Iterable[DataFile]) -> list[DataFile]:

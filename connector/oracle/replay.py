@@ -36,7 +36,6 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from connector.config import CredentialKind
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing_zone import PARQUET, TableRef, discover_tables
@@ -49,7 +48,7 @@ from connector.oracle.landing_reader import (
     read_table_metadata,
     require_landing_zone,
 )
-from connector.storage import open_storage
+from connector.storage import CredentialKind, open_storage
 from connector.storage.base import Storage
 
 _INSERT = int(RowMarker.INSERT)

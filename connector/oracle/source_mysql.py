@@ -44,7 +44,7 @@ import pyarrow as pa
 from connector.errors import ConfigError, ConnectorError
 from connector.landing_zone import TableRef
 from connector.oracle.source_reader import Row, show, time_micros
-from connector.oracle.table_report import TableReport
+from connector.oracle.table_report import TableReport, compare_by_key
 from connector.secrets import redact_url
 
 #: URL schemes this reader reads (``verify`` chooses the reader by them).
@@ -355,44 +355,24 @@ def compare_table(
             value = source_timestamp(value)
         return canon.get(column, _identity)(value)
 
-    report = TableReport(table)
-    mirrored: dict[tuple[Any, ...], list[Row]] = {}
-    for row in mirror.to_pylist():
-        key = tuple(canonical(k, row.get(k), False) for k in key_columns)
-        mirrored.setdefault(key, []).append(row)
-    report.mirror_rows = mirror.num_rows
-    seen: set[tuple[Any, ...]] = set()
-    for row in source:
-        report.source_rows += 1
-        key = tuple(canonical(k, row[k], True) for k in key_columns)
-        seen.add(key)
-        candidates = mirrored.get(key, [])
-        if not candidates:
-            report.missing += 1
-            report.add_example(f"missing key {key}")
-            continue
-        if len(candidates) > 1:
-            report.extra += len(candidates) - 1
-            report.add_example(f"key {key} appears {len(candidates)} times in the mirror")
-        mirror_row = candidates[0]
+    def differences(row: Row, mirrored: Row) -> list[str]:
         diffs = []
         for column, value in row.items():
-            if column not in mirror_row:
+            if column not in mirrored:
                 if value is not None:
                     diffs.append(f"{column}: source={show(value)} mirror=<no column>")
-                continue
-            if canonical(column, value, True) != canonical(column, mirror_row[column], False):
-                diffs.append(f"{column}: source={show(value)} mirror={show(mirror_row[column])}")
-        if diffs:
-            report.differing += 1
-            report.add_example(f"key {key}: " + "; ".join(diffs))
-        else:
-            report.matching += 1
-    for key, rows in mirrored.items():
-        if key not in seen:
-            report.extra += len(rows)
-            report.add_example(f"extra key {key}")
-    return report
+            elif canonical(column, value, True) != canonical(column, mirrored[column], False):
+                diffs.append(f"{column}: source={show(value)} mirror={show(mirrored[column])}")
+        return diffs
+
+    return compare_by_key(
+        table,
+        source,
+        mirror,
+        source_key=lambda row: tuple(canonical(k, row[k], True) for k in key_columns),
+        mirror_key=lambda row: tuple(canonical(k, row.get(k), False) for k in key_columns),
+        differences=differences,
+    )
 
 
 def _identity(value: Any) -> Any:

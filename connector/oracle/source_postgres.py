@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from connector.landing_zone import TableRef
 from connector.oracle.source_reader import Row, show, time_micros
-from connector.oracle.table_report import TableReport
+from connector.oracle.table_report import TableReport, compare_by_key
 
 if TYPE_CHECKING:
     import psycopg
@@ -72,40 +72,24 @@ def compare_rows(
     table: str, key_columns: list[str], source: Iterable[Row], mirror: pa.Table, max_examples: int = 5
 ) -> TableReport:
     """Compare source rows with the replayed mirror table on every source column."""
-    report = TableReport(table)
     types = {f.name: f.type for f in mirror.schema}
-    mirrored: dict[tuple[Any, ...], list[Row]] = {}
-    for row in mirror.to_pylist():
-        mirrored.setdefault(tuple(row[k] for k in key_columns), []).append(row)
-    report.mirror_rows = mirror.num_rows
-    seen: set[tuple[Any, ...]] = set()
-    for row in source:
-        report.source_rows += 1
-        key = tuple(_normalise(row[k], types.get(k)) for k in key_columns)
-        seen.add(key)
-        candidates = mirrored.get(key, [])
-        if not candidates:
-            report.missing += 1
-            report.add_example(f"missing key {key}")
-            continue
-        if len(candidates) > 1:
-            report.extra += len(candidates) - 1
-            report.add_example(f"key {key} appears {len(candidates)} times in the mirror")
-        diffs = [
-            f"{column}: source={show(value)} mirror={show(candidates[0].get(column))}"
+
+    def differences(row: Row, mirrored: Row) -> list[str]:
+        return [
+            f"{column}: source={show(value)} mirror={show(mirrored.get(column))}"
             for column, value in row.items()
-            if not _same(value, candidates[0].get(column), types.get(column))
+            if not _same(value, mirrored.get(column), types.get(column))
         ]
-        if diffs:
-            report.differing += 1
-            report.add_example(f"key {key}: " + "; ".join(diffs), max_examples)
-        else:
-            report.matching += 1
-    for key, rows in mirrored.items():
-        if key not in seen:
-            report.extra += len(rows)
-            report.add_example(f"extra key {key}")
-    return report
+
+    return compare_by_key(
+        table,
+        source,
+        mirror,
+        source_key=lambda row: tuple(_normalise(row[k], types.get(k)) for k in key_columns),
+        mirror_key=lambda row: tuple(row[k] for k in key_columns),
+        differences=differences,
+        max_examples=max_examples,
+    )
 
 
 def _normalise(value: Any, arrow: pa.DataType | None) -> Any:

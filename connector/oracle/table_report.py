@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+Row = dict[str, Any]
 
 
 @dataclass
@@ -38,3 +44,49 @@ class TableReport:
             f"{self.table}: source={self.source_rows} mirror={self.mirror_rows} matching={self.matching} "
             f"missing={self.missing} extra={self.extra} differing={self.differing}"
         )
+
+
+def compare_by_key(
+    table: str,
+    source: Iterable[Row],
+    mirror: pa.Table,
+    *,
+    source_key: Callable[[Row], tuple[Any, ...]],
+    mirror_key: Callable[[Row], tuple[Any, ...]],
+    differences: Callable[[Row, Row], list[str]],
+    max_examples: int = 5,
+) -> TableReport:
+    """Every source row against the mirror row of its key; each source reader gives its own comparable forms.
+
+    A key the mirror lacks is missing, one it holds twice (or one the source lacks) extra, and a row whose
+    ``differences`` are not empty differing.
+    """
+    report = TableReport(table)
+    mirrored: dict[tuple[Any, ...], list[Row]] = {}
+    for row in mirror.to_pylist():
+        mirrored.setdefault(mirror_key(row), []).append(row)
+    report.mirror_rows = mirror.num_rows
+    seen: set[tuple[Any, ...]] = set()
+    for row in source:
+        report.source_rows += 1
+        key = source_key(row)
+        seen.add(key)
+        candidates = mirrored.get(key, [])
+        if not candidates:
+            report.missing += 1
+            report.add_example(f"missing key {key}")
+            continue
+        if len(candidates) > 1:
+            report.extra += len(candidates) - 1
+            report.add_example(f"key {key} appears {len(candidates)} times in the mirror")
+        diffs = differences(row, candidates[0])
+        if diffs:
+            report.differing += 1
+            report.add_example(f"key {key}: " + "; ".join(diffs), max_examples)
+        else:
+            report.matching += 1
+    for key, rows in mirrored.items():
+        if key not in seen:
+            report.extra += len(rows)
+            report.add_example(f"extra key {key}")
+    return report

@@ -14,7 +14,6 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from connector.config import CredentialKind
 from connector.errors import LandingZoneCorrupt
 from connector.landing_zone import discover_tables
 from connector.oracle.delta_oracle import apply_table_to_delta
@@ -24,7 +23,7 @@ from connector.oracle.source_mysql import MySqlReader, MySqlSource, is_mysql_url
 from connector.oracle.source_postgres import PostgresReader
 from connector.oracle.source_reader import SourceReader
 from connector.oracle.table_report import TableReport
-from connector.storage import open_storage
+from connector.storage import CredentialKind, open_storage
 
 
 def source_reader(source_url: str) -> SourceReader:
