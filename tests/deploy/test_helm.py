@@ -200,16 +200,13 @@ def test_checkpoint_storage(render: Render, values: Path) -> None:
     sts = one(objects, "StatefulSet")
     container = sts["spec"]["template"]["spec"]["containers"][0]
     data_mount = [m for m in container["volumeMounts"] if m["name"] == "data"]
-    if checkpoint.startswith("/"):
-        assert data_mount and checkpoint.startswith(data_mount[0]["mountPath"] + "/")
-        claims = sts["spec"].get("volumeClaimTemplates", [])
-        volumes = [v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "data"]
-        assert len(claims) + len(volumes) == 1
-        if claims:
-            assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
-    else:
-        assert re.match(r"(abfss|https)://", checkpoint)
-        assert not data_mount and "volumeClaimTemplates" not in sts["spec"]
+    # Always a mounted folder: `run` refuses a remote checkpoint, so the chart offers none.
+    assert data_mount and checkpoint.startswith(data_mount[0]["mountPath"] + "/")
+    claims = sts["spec"].get("volumeClaimTemplates", [])
+    volumes = [v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "data"]
+    assert len(claims) + len(volumes) == 1
+    if claims:
+        assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
 
 
 @ci
@@ -358,6 +355,117 @@ def test_k8s_spark_mode(render: Render) -> None:
     assert jaas["valueFrom"]["secretKeyRef"] == {"name": "bigdb-kafka-jaas", "key": "sasl.jaas.config"}
 
 
+def test_k8s_executors_work_in_a_writable_directory_with_the_drivers_identity(render: Render) -> None:
+    objects = render(ci_file("k8s-spark-values.yaml"))
+    driver = one(objects, "StatefulSet")["spec"]["template"]["spec"]
+    template = executor_template(objects)
+    assert template is not None
+    spec = template["spec"]
+    container = spec["containers"][0]
+    # Spark copies spark.jars into the executor's working directory: it must be a writable volume while the
+    # root filesystem stays read-only.
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    work = mounts[container["workingDir"]]
+    volume = next(v for v in spec["volumes"] if v["name"] == work["name"])
+    assert "emptyDir" in volume and not work.get("readOnly", False)
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"] == driver["containers"][0]["securityContext"]
+    assert spec["securityContext"] == driver["securityContext"]
+    # Executors write staged files with the landing-zone identity: the same service account (workload
+    # identity) and the same secret references as the driver; no API token.
+    assert spec["serviceAccountName"] == driver["serviceAccountName"]
+    assert template["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+    assert spec["automountServiceAccountToken"] is False
+    driver_env = {e["name"]: e for e in driver["containers"][0]["env"]}
+    for var in container["env"]:
+        assert driver_env[var["name"]] == var
+    assert connector_config(objects)["spark"]["decode_on"] == "executors"
+
+
+def test_k8s_spark_authentication_and_encryption(render: Render) -> None:
+    objects = render(ci_file("k8s-spark-values.yaml"))
+    conf = connector_config(objects)["spark"]["conf"]
+    assert conf["spark.authenticate"] == "true"
+    assert conf["spark.network.crypto.enabled"] == "true"
+    assert conf["spark.io.encryption.enabled"] == "true"
+    assert "spark.authenticate.secret" not in conf, "the key itself must never be in the config"
+    key_file = conf["spark.authenticate.secret.driver.file"]
+    assert conf["spark.authenticate.secret.executor.file"] == key_file
+    template = executor_template(objects)
+    assert template is not None
+    sts = one(objects, "StatefulSet")
+    # The key file is the values' Secret, mounted read-only at that path in the driver and in every executor.
+    for spec in (sts["spec"]["template"]["spec"], template["spec"]):
+        container = spec["containers"][0]
+        mount = next(m for m in container["volumeMounts"] if key_file.startswith(m["mountPath"] + "/"))
+        assert mount["readOnly"] is True
+        volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+        assert volume["secret"]["secretName"] == "bigdb-spark-auth"
+        assert volume["secret"]["items"] == [{"key": "secret", "path": key_file.rsplit("/", 1)[1]}]
+        assert not any(e["name"] == "SPARK_AUTH_SECRET" for e in container.get("env", []))
+    assert "spark.authenticate" not in connector_config(render(ci_file("minimal-values.yaml")))["spark"]["conf"]
+
+
+def _policy(objects: list[dict[str, Any]], suffix: str) -> dict[str, Any]:
+    return next(p for p in by_kind(objects, "NetworkPolicy") if p["metadata"]["name"].endswith(suffix))
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return bool(selector["matchLabels"].items() <= labels.items())
+
+
+def test_network_policies_admit_only_the_release_executors_and_the_scraper(render: Render) -> None:
+    objects = render(ci_file("k8s-spark-values.yaml"))
+    sts = one(objects, "StatefulSet")
+    driver_labels = sts["spec"]["template"]["metadata"]["labels"]
+    template = executor_template(objects)
+    assert template is not None
+    executor_labels = template["metadata"]["labels"]
+    conf = connector_config(objects)["spark"]["conf"]
+    spark_ports = {int(conf["spark.driver.port"]), int(conf["spark.driver.blockManager.port"])}
+    metrics_port = next(p["containerPort"] for p in sts["spec"]["template"]["spec"]["containers"][0]["ports"])
+
+    driver = _policy(objects, "-driver")
+    assert _selects(driver["spec"]["podSelector"], driver_labels)
+    assert not _selects(driver["spec"]["podSelector"], executor_labels)
+    assert driver["spec"]["policyTypes"] == ["Ingress"]
+    rules = driver["spec"]["ingress"]
+    assert len(rules) == 2
+    for rule in rules:
+        ports = {p["port"] for p in rule["ports"]}
+        if ports == {metrics_port}:
+            assert rule["from"] == [
+                {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+            ]
+        else:
+            assert ports == spark_ports
+            (peer,) = rule["from"]
+            assert set(peer) == {"podSelector"}, "executors of this namespace only"
+            assert _selects(peer["podSelector"], executor_labels)
+            assert not _selects(peer["podSelector"], driver_labels)
+            other_release = dict(executor_labels, **{"app.kubernetes.io/instance": "other"})
+            assert not _selects(peer["podSelector"], other_release)
+
+    executors = _policy(objects, "-executors")
+    assert _selects(executors["spec"]["podSelector"], executor_labels)
+    (rule,) = executors["spec"]["ingress"]
+    assert "ports" not in rule  # block managers listen on random ports
+    assert {_selects(p["podSelector"], driver_labels) for p in rule["from"]} == {True, False}
+    assert all(set(p) == {"podSelector"} for p in rule["from"])
+
+    # Services select the connector pod only: executor pods carry the release's selector labels too.
+    for service in by_kind(objects, "Service"):
+        assert _selects({"matchLabels": service["spec"]["selector"]}, driver_labels)
+        assert not _selects({"matchLabels": service["spec"]["selector"]}, executor_labels)
+
+    local = render(ci_file("minimal-values.yaml"))
+    (policy,) = by_kind(local, "NetworkPolicy")
+    assert [{p["port"] for p in r["ports"]} for r in policy["spec"]["ingress"]] == [{metrics_port}]
+    assert not by_kind(
+        render(ci_file("minimal-values.yaml"), set_values=("networkPolicy.enabled=false",)), "NetworkPolicy"
+    )
+
+
 def test_fabric_status_wiring(render: Render) -> None:
     assert "fabric_status" not in connector_config(render(ci_file("minimal-values.yaml")))
     objects = render(ci_file("fabric-status-values.yaml"))
@@ -442,7 +550,10 @@ BAD_VALUES = {
     "workload identity without client id": (["identity.type=workloadIdentity"], "clientId"),
     "service principal without secret": (["identity.type=servicePrincipalSecret"], "existingSecret"),
     "unknown identity": (["identity.type=password"], "type"),
-    "checkpoint url missing": (["checkpoint.type=url"], "url"),
+    "checkpoint url (run refuses a remote checkpoint)": (["checkpoint.url=abfss://c@a.dfs.core.windows.net/x"], "url"),
+    "checkpoint type (only a PVC)": (["checkpoint.type=pvc"], "type"),
+    "k8s mode without the Spark auth secret": (["spark.mode=k8s"], "authSecret"),
+    "decodeOn": (["spark.decodeOn=workers"], "decodeOn"),
     "landing zone not a URL": (["landingZone.url=/data/landing"], "url"),
     "root": (["podSecurityContext.runAsNonRoot=false"], "runAsNonRoot"),
     "spark mode": (["spark.mode=yarn"], "mode"),

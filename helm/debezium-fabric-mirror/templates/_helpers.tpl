@@ -45,6 +45,12 @@ app.kubernetes.io/part-of: debezium-fabric-mirror
 {{- end -}}
 {{- end -}}
 
+{{/* The connector pod only: executor pods carry the selector labels too (component spark-executor). */}}
+{{- define "dfm.driverSelectorLabels" -}}
+{{ include "dfm.selectorLabels" . }}
+app.kubernetes.io/component: driver
+{{- end -}}
+
 {{- define "dfm.headlessService" -}}
 {{- printf "%s-headless" (include "dfm.fullname" .) -}}
 {{- end -}}
@@ -54,6 +60,9 @@ app.kubernetes.io/part-of: debezium-fabric-mirror
 {{- define "dfm.kafkaCaDir" -}}/etc/connector/secrets/kafka-ca{{- end -}}
 {{- define "dfm.kafkaKeystoreDir" -}}/etc/connector/secrets/kafka-keystore{{- end -}}
 {{- define "dfm.dataDir" -}}/data{{- end -}}
+{{- define "dfm.sparkAuthDir" -}}/etc/connector/secrets/spark-auth{{- end -}}
+{{- /* Executors' working directory: Spark copies every spark.jars entry into it, so it must be writable. */ -}}
+{{- define "dfm.executorWorkDir" -}}/opt/connector/work{{- end -}}
 
 {{- define "dfm.saslLoginModule" -}}
 {{- if eq .Values.kafka.security.sasl.mechanism "PLAIN" -}}
@@ -141,6 +150,15 @@ reference that the kubelet expands, never the password itself.
 {{/* Secret-backed volumes and their mounts, shared by the driver and the executors. */}}
 {{- define "dfm.secretVolumes" -}}
 {{- $sp := .Values.identity.servicePrincipal }}
+{{- if eq .Values.spark.mode "k8s" }}
+- name: spark-auth
+  secret:
+    secretName: {{ .Values.spark.k8s.authSecret.name }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.spark.k8s.authSecret.key }}
+        path: {{ .Values.spark.k8s.authSecret.key }}
+{{- end }}
 {{- if eq .Values.identity.type "servicePrincipalCertificate" }}
 - name: azure-certificate
   secret:
@@ -172,6 +190,11 @@ reference that the kubelet expands, never the password itself.
 {{- end -}}
 
 {{- define "dfm.secretVolumeMounts" -}}
+{{- if eq .Values.spark.mode "k8s" }}
+- name: spark-auth
+  mountPath: {{ include "dfm.sparkAuthDir" . }}
+  readOnly: true
+{{- end }}
 {{- if eq .Values.identity.type "servicePrincipalCertificate" }}
 - name: azure-certificate
   mountPath: {{ include "dfm.azureCertDir" . }}
@@ -240,7 +263,7 @@ reference that the kubelet expands, never the password itself.
 {{- $_ := set $source "debezium_connect_url" .Values.debezium.connectUrl -}}
 {{- $_ := set $source "debezium_connectors" .Values.debezium.connectors -}}
 {{- end }}
-{{- $checkpoint := ternary (printf "%s/checkpoint" (include "dfm.dataDir" .)) .Values.checkpoint.url (eq .Values.checkpoint.type "pvc") -}}
+{{- $checkpoint := printf "%s/checkpoint" (include "dfm.dataDir" .) -}}
 {{- $conf := dict "spark.driver.memory" .Values.spark.driver.memory -}}
 {{- $master := .Values.spark.local.master -}}
 {{- if eq .Values.spark.mode "k8s" }}
@@ -271,6 +294,14 @@ reference that the kubelet expands, never the password itself.
 {{- $_ := set $conf "spark.driver.bindAddress" "0.0.0.0" -}}
 {{- $_ := set $conf "spark.driver.port" (toString (int64 .Values.spark.k8s.driverPort)) -}}
 {{- $_ := set $conf "spark.driver.blockManager.port" (toString (int64 .Values.spark.k8s.blockManagerPort)) -}}
+{{- /* Driver and executors prove the release's key to each other (a file from the Secret, so Spark puts no
+     SPARK_AUTH_SECRET value into the executor pod spec), then encrypt RPC, block transfers and local files. */ -}}
+{{- $authFile := printf "%s/%s" (include "dfm.sparkAuthDir" .) .Values.spark.k8s.authSecret.key -}}
+{{- $_ := set $conf "spark.authenticate" "true" -}}
+{{- $_ := set $conf "spark.authenticate.secret.driver.file" $authFile -}}
+{{- $_ := set $conf "spark.authenticate.secret.executor.file" $authFile -}}
+{{- $_ := set $conf "spark.network.crypto.enabled" "true" -}}
+{{- $_ := set $conf "spark.io.encryption.enabled" "true" -}}
 {{- end }}
 {{- range $key, $value := .Values.spark.conf }}
 {{- $_ := set $conf $key (include "dfm.scalarString" $value) -}}
@@ -282,7 +313,7 @@ reference that the kubelet expands, never the password itself.
   "checkpoint" $checkpoint
   "trigger" .Values.trigger
   "metrics" (dict "port" (int64 .Values.metrics.port))
-  "spark" (dict "master" $master "conf" $conf)
+  "spark" (dict "master" $master "conf" $conf "decode_on" .Values.spark.decodeOn)
   "mirror" (dict "partner_name" $m.partnerName "replay_safe_inserts" $m.replaySafeInserts "truncate_policy" $m.truncatePolicy "toast_policy" $m.toastPolicy "file_format" $m.fileFormat "on_table_stopped" $m.onTableStopped "rebuild" (dict "wait_s" $m.rebuildWaitSeconds))
 -}}
 {{- $fs := .Values.fabricStatus -}}
