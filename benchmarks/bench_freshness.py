@@ -95,7 +95,7 @@ def bench_freshness(args: argparse.Namespace) -> int:
             service.wait_for(lambda b: sum(x["records"] for x in b) >= 1, args.timeout, "the warm-up batch")
             warm = len(service.batches())
             watcher.start()
-            steady_from_ms = time.time() * 1000
+            steady_from_ms = int(time.time() * 1000)  # events carry whole milliseconds too
             started = time.monotonic()
             sent, next_id, owed = 0, 1, 0.0
             while (elapsed := time.monotonic() - started) < args.seconds:

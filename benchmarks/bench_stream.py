@@ -195,6 +195,7 @@ def bench_stream(args: argparse.Namespace) -> int:
             driver_cpu0 = cpu_seconds()
             started = time.perf_counter()
             query.start().awaitTermination()
+            writer.close()  # the last batch may still be published behind
             elapsed = time.perf_counter() - started
             driver_cpu = cpu_seconds() - driver_cpu0
             executors.sample()
