@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -49,6 +49,15 @@ from connector.publish.table_stops import SNAPSHOT_REQUESTED, is_rebuilding, sto
 from connector.storage.base import Storage
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class PlannedBatch:
+    """A batch whose plan is written (``plan``), or that has nothing to publish (``None``): ``finish`` ends it."""
+
+    plan: BatchPlan | None
+    result: BatchResult
+    started: float  # monotonic seconds when the batch began
 
 
 class MirrorSink:
@@ -84,6 +93,7 @@ class MirrorSink:
             landing, checkpoint, mirror, signal=snapshot_signal, fabric_tables=fabric_tables
         )
         self._rebuilds_checked: int | None = None
+        self._unpublished: BatchPlan | None = None  # written, not yet published and committed
         # Held by whoever works on the sink (a batch, the rebuild ticker between batches): it is not thread-safe.
         self.lock = threading.RLock()
 
@@ -111,6 +121,8 @@ class MirrorSink:
         """
         if batch_id is not None and self._rebuilds_checked == batch_id:
             return False
+        if self._unpublished is not None:
+            return False  # between batches while the last one is published behind: its commit comes first
         if not self._recovered:
             self.recover()
         state, served = self._rebuilder.take_requests(self.ledger.state)
@@ -181,7 +193,9 @@ class MirrorSink:
         """The ledger state slices need, for collecting the next batch (on executors or here)."""
         if not self._recovered:
             self.recover()
-        state = self.ledger.state
+        # A plan being published behind (``finish`` on another thread) is what the next batch follows.
+        unpublished = self._unpublished
+        state = unpublished.state if unpublished is not None else self.ledger.state
         established = {}
         for tid, table in state.tables.items():
             if table.schema is not None:
@@ -221,11 +235,31 @@ class MirrorSink:
 
         Records a slice deferred (``keep-last`` tables) are collected here with the TOAST stores.
         """
+        planned = self.plan_collected(batch_id, slices, records, records_table=records_table, columnar=columnar)
+        return self.finish(planned)
+
+    def plan_collected(
+        self,
+        batch_id: int,
+        slices: Sequence[Collected],
+        records: Iterable[KafkaRecord] | None = None,
+        *,
+        records_table: pa.Table | None = None,
+        columnar: bool = True,
+    ) -> PlannedBatch:
+        """Everything of ``process_collected`` up to a written plan; ``finish`` publishes and commits it.
+
+        Between the two, nothing may plan another batch (its numbers follow this one's commit); reading the
+        collect context for the next batch is fine (it sees this plan's state).
+        """
         started = time.monotonic()
         result = BatchResult(batch_id)
         if self.is_committed(batch_id):
+            # Spark replays the last batch after a crash between our commit and its own: nothing to publish, and
+            # what the executors staged for it again is not needed.
+            self.discard(slices)
             result.already_committed = True
-            return result
+            return PlannedBatch(None, result, started)
         # Callers collecting slices elsewhere advanced the rebuilds before taking the collect context.
         self.advance_rebuilds(batch_id)
         try:
@@ -238,20 +272,55 @@ class MirrorSink:
             plan = self._plan(batch_id, merged, result)
             if plan.files:
                 self.ledger.write_plan(plan)
-                self._publish(plan, result)
-            else:
-                self.ledger.commit_state(plan.state)
+                self._unpublished = plan
+                return PlannedBatch(plan, result, started)
+            self.ledger.commit_state(plan.state)
         except BaseException:
-            self._toast.rollback()
-            # What this batch learnt of the landing zone (first-touch scans) and of its own progress (a plan
-            # written, files renamed) is uncommitted: the next call recovers from the ledger and rescans.
-            self._numbering.forget_all()
-            self._recovered = False
+            self._forget_batch()
             raise
+        return PlannedBatch(None, result, started)
+
+    def discard(self, slices: Sequence[Collected]) -> None:
+        """Delete the files the slices staged: their batch is not published from them."""
+        for part in slices:
+            for piece in part.pieces.values():
+                for item in piece.files:
+                    self.landing.delete(item.path)
+
+    def finish(self, planned: PlannedBatch) -> BatchResult:
+        """Publish and commit a planned batch (nothing to do for one without files, or already committed)."""
+        result = planned.result
+        if result.already_committed:
+            return result
+        try:
+            if planned.plan is not None:
+                self._publish(planned.plan, result)
+        except BaseException:
+            self._forget_batch()
+            raise
+        finally:
+            self._unpublished = None
         self._toast.commit()
         self._numbering.commit()
-        result.duration_s = time.monotonic() - started
+        result.duration_s = time.monotonic() - planned.started
         return result
+
+    @property
+    def recovered(self) -> bool:
+        """Whether interrupted batches were completed since the last failure (``recover``)."""
+        return self._recovered
+
+    @property
+    def publishing(self) -> bool:
+        """Whether a plan is written and not yet published and committed (``finish`` is due)."""
+        return self._unpublished is not None
+
+    def _forget_batch(self) -> None:
+        self._toast.rollback()
+        # What this batch learnt of the landing zone (first-touch scans) and of its own progress (a plan
+        # written, files renamed) is uncommitted: the next call recovers from the ledger and rescans.
+        self._numbering.forget_all()
+        self._recovered = False
 
     def _collect_here(
         self,
@@ -311,6 +380,9 @@ class MirrorSink:
         outcomes = for_each_table(lambda tid: self._plan_table(tid, merged), tids, self.mirror.publish_parallelism)
         unused = list(merged.unused)
         for tid, outcome in zip(tids, outcomes, strict=True):
+            if outcome is None:
+                unused.extend(merged.tables[tid].staged if tid in merged.tables else ())
+                continue
             if isinstance(outcome, str):
                 # A table stopped mid-batch still publishes the rows before the event that stopped it; one
                 # stopped here publishes nothing of this batch.
@@ -345,9 +417,16 @@ class MirrorSink:
             if not self.landing.list_dir(folder):
                 self.landing.delete_tree(folder)
 
-    def _plan_table(self, tid: str, merged: MergedBatch) -> tuple[TableState, list[PlannedFile]] | str:
-        """One table's state and planned files, or why it stopped (run in parallel with the other tables)."""
+    def _plan_table(self, tid: str, merged: MergedBatch) -> tuple[TableState, list[PlannedFile]] | str | None:
+        """One table's state and planned files, why it stopped, or ``None`` (run in parallel with the other tables).
+
+        ``None``: the table stopped after this batch's slices were collected (while the previous batch was published
+        behind); its pieces are not published.
+        """
         ref = merged.refs[tid]
+        known = self.ledger.state.tables.get(tid)
+        if known is not None and known.stopped and tid not in merged.recreate:
+            return None
         try:
             return self._planner.plan(
                 ref, merged.tables.get(tid), self.ledger.state.tables.get(tid), recreate=tid in merged.recreate

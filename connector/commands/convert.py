@@ -115,14 +115,7 @@ def convert(
             else:
                 result = sink.process_batch(batch_id, _records(lines, positions, summary))
             summary.add(result)
-            log.info(
-                "batch=%d records=%d rows=%d files=%d tables=%d",
-                batch_id,
-                result.records,
-                result.rows,
-                result.files,
-                len(result.tables),
-            )
+            log.info("%s", result.event_line())
     return summary
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import orjson
+
 from connector.events import SkipCounts
 
 
@@ -44,3 +46,22 @@ class BatchResult:
     def table(self, table_id: str) -> TableResult:
         """The result entry for ``table_id``, created on first use."""
         return self.tables.setdefault(table_id, TableResult())
+
+    def event_line(self, **timings: float) -> str:
+        """The batch's one log line, a JSON object (``"event": "batch"``), as ``run`` and ``convert`` write it.
+
+        ``timings``: seconds of the batch's steps the caller measured (e.g. ``collect_s``), rounded to ms.
+        """
+        event = {
+            "event": "batch",
+            "batch_id": self.batch_id,
+            "records": self.records,
+            "tables": len(self.tables),
+            "rows": self.rows,
+            "files": self.files,
+            "skipped": self.skipped.total(),
+            "already_committed": self.already_committed,
+            "sink_s": round(self.duration_s, 3),
+            **{name: round(value, 3) for name, value in timings.items()},
+        }
+        return orjson.dumps(event).decode()

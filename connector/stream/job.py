@@ -15,13 +15,10 @@ import logging
 import os
 import re
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import pyarrow as pa
 
 from connector.config import ConnectorSettings, load_settings
 from connector.debezium.decoder import open_decoder
@@ -34,8 +31,8 @@ from connector.publish.ledger import BatchLedger
 from connector.publish.source_identity import check_source, check_topics
 from connector.secrets import has_secret_reference, is_secret_setting, resolve_secret_references
 from connector.sink import MirrorSink
-from connector.storage import CredentialKind, is_remote, open_storage
-from connector.stream.batch_retry import retry_transient
+from connector.storage import is_remote, open_storage
+from connector.stream.batch_writer import BatchWriter
 from connector.stream.broker_check import BrokerCheck
 from connector.stream.debezium_settings import check_debezium_settings
 from connector.stream.fabric_status_poller import FabricStatusPoller
@@ -44,100 +41,20 @@ from connector.stream.query_failure import explain_query_failure
 from connector.stream.rebuild_ticker import RebuildTicker
 from connector.stream.resume import resume_from_ledger, starting_offsets
 from connector.stream.shutdown import GracefulStop
-from connector.stream.slices import SliceTask, collect_slices
 from connector.stream.snapshot_signal import KafkaSnapshotSignal
 from connector.stream.source import kafka_jars, stream, with_consumer_cache
 from connector.stream.spark_checkpoint import SparkCheckpoint
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-log = logging.getLogger("connector.run")
+log = logging.getLogger(__name__)
 
 # How long a stop waits for Spark's stream thread; well inside the Helm chart's terminationGracePeriodSeconds.
 QUERY_STOP_TIMEOUT_S = 30.0
 # How often rebuilds waiting for Fabric (or mirror.rebuild.wait_s) are looked at between batches.
 REBUILD_TICK_S = 5.0
-
-
-class BatchWriter:
-    """The ``foreachBatch`` function: one micro-batch → the sink → metrics and one log line."""
-
-    def __init__(
-        self,
-        sink: MirrorSink,
-        health: metrics.HealthState,
-        decode_on: str = "driver",
-        columnar: bool = True,
-        *,
-        spark_checkpoint: SparkCheckpoint,
-        credential: CredentialKind = "default",
-        stop: threading.Event | None = None,
-    ) -> None:
-        self.sink = sink
-        # The executors stage their files in the sink's landing zone (its URL is absolute) with this identity.
-        self.landing = (sink.landing.url, credential)
-        self.stop = stop  # a graceful stop ends the wait between retries of a transiently failed batch
-        self.health = health
-        self.decode_on = decode_on
-        self.columnar = columnar
-        self.spark_checkpoint = spark_checkpoint
-
-    def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        """Publish micro-batch ``batch_id``; raising fails the query (Spark then retries it on restart)."""
-        with self.sink.lock:
-            retry_transient(lambda: self._write(frame, batch_id), f"batch {batch_id}", stop=self.stop)
-
-    def _write(self, frame: DataFrame, batch_id: int) -> None:
-        started = time.monotonic()
-        collected = started
-        try:
-            # Spark logged the batch's offsets before calling us: a batch id counts as published only when
-            # the ledger recorded the same offsets for it (else this refuses: never skip unknown records).
-            offsets = self.spark_checkpoint.offsets(batch_id)
-            if self.sink.expect_source(batch_id, offsets, str(self.spark_checkpoint.folder)):
-                # Spark replays the last batch after a crash between our commit and its own.
-                result = self.sink.process_collected(batch_id, [])
-            elif self.decode_on == "executors":
-                task = SliceTask(batch_id, self.sink.collect_context(), *self.landing, columnar=self.columnar)
-                slices = collect_slices(frame, task)
-                collected = time.monotonic()
-                result = self.sink.process_collected(batch_id, slices)
-            else:
-                table = frame.toArrow()
-                collected = time.monotonic()
-                result = self.sink.process_table(batch_id, table, columnar=self.columnar)
-        except Exception:
-            metrics.BATCHES.labels("failed").inc()
-            metrics.PUBLISH_ERRORS.labels("").inc()
-            self.health.set(False, f"batch {batch_id} failed")
-            raise
-        # Arrow's allocator keeps freed pages for reuse; a batch's worth (hundreds of MB) goes back now.
-        pa.default_memory_pool().release_unused()
-        metrics.record_batch(result)
-        metrics.set_table_states(self.sink)
-        self.health.set(True, "running")
-        for table, reason in result.stopped.items():
-            log.error("table stopped table=%s reason=%s", table, reason)
-        log.info(
-            "%s",
-            orjson.dumps(
-                {
-                    "event": "batch",
-                    "batch_id": batch_id,
-                    "records": result.records,
-                    "tables": len(result.tables),
-                    "rows": result.rows,
-                    "files": result.files,
-                    "skipped": result.skipped.total(),
-                    "already_committed": result.already_committed,
-                    "collect_s": round(collected - started, 3),
-                    "sink_s": round(result.duration_s, 3),
-                    "duration_s": round(time.monotonic() - started, 3),
-                }
-            ).decode(),
-        )
 
 
 def spark_session(settings: ConnectorSettings) -> SparkSession:
@@ -239,19 +156,17 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     if graceful.requested.is_set():
         spark.stop()
         return _stopped_before_query(graceful)
+    batch_writer = BatchWriter(
+        sink,
+        health,
+        settings.spark.decode_on,
+        settings.spark.columnar_decode,
+        spark_checkpoint=spark_checkpoint,
+        credential=settings.landing_zone.credential,
+        stop=graceful.requested,
+    )
     writer = stream(spark, settings).writeStream.foreachBatch(
-        graceful.gate(
-            BatchWriter(
-                sink,
-                health,
-                settings.spark.decode_on,
-                settings.spark.columnar_decode,
-                spark_checkpoint=spark_checkpoint,
-                credential=settings.landing_zone.credential,
-                stop=graceful.requested,
-            ),
-            on_refuse=_quiet_query_errors,
-        )
+        graceful.gate(batch_writer, on_refuse=_quiet_query_errors)
     )
     writer = writer.option("checkpointLocation", str(checkpoint / "spark"))
     if settings.trigger == "available-now":
@@ -267,7 +182,11 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
         fabric_status.start()
     rebuilds = RebuildTicker(sink, REBUILD_TICK_S).start()
     try:
-        _watch(query, graceful, health)
+        try:
+            _watch(query, graceful, health)
+        finally:
+            # The last batch may still be published behind: it is committed before anything stops or reports.
+            batch_writer.close()
     finally:
         rebuilds.stop()
         restore_signals()

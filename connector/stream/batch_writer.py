@@ -1,0 +1,193 @@
+"""The ``foreachBatch`` function: one micro-batch → the sink → metrics and one log line.
+
+With ``decode_on: executors`` the executors collect and stage batch N+1 while the driver still renames and
+commits batch N on a thread of its own (``PublishBehind``): the files are staged durably and the plan of N is
+in the ledger before ``foreachBatch`` returns, so a crash in between is finished from that plan at the next
+start. Batch N+1 is planned only once N is committed (its file numbers follow N's); what N+1 was collected with
+(the collect context) is checked again then, and a batch collected with a context that no longer holds (a table
+stopped while N was published, a rebuild moved on) is collected again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from connector.collect.pieces import CollectContext
+from connector.operate import metrics
+from connector.publish.batch_result import BatchResult
+from connector.sink import MirrorSink, PlannedBatch
+from connector.storage import CredentialKind
+from connector.stream.batch_retry import retry_transient
+from connector.stream.slices import SliceTask, collect_slices
+from connector.stream.spark_checkpoint import SparkCheckpoint
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+
+class PublishBehind:
+    """Publishes and commits one planned batch at a time on a thread of its own; ``wait`` joins it."""
+
+    def __init__(
+        self,
+        sink: MirrorSink,
+        done: Callable[[BatchResult, float, float], None],
+        failed: Callable[[int], None],
+    ) -> None:
+        self.sink = sink
+        self._done = done
+        self._failed = failed
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish-behind")
+        self._future: Future[None] | None = None
+
+    def submit(self, planned: PlannedBatch, collected: float) -> None:
+        """Publish ``planned`` behind the caller; the batch before it must have been waited for."""
+        self.wait()
+        self._future = self._pool.submit(self._finish, planned, collected)
+
+    def _finish(self, planned: PlannedBatch, collected: float) -> None:
+        try:
+            with self.sink.lock:
+                result = self.sink.finish(planned)
+        except BaseException:
+            # Raised again by the next ``wait`` (the next batch, or the stop); readiness says so meanwhile.
+            self._failed(planned.result.batch_id)
+            raise
+        self._done(result, planned.started, collected)
+
+    def wait(self) -> None:
+        """Return once the batch published behind is committed; raise what failed it (once)."""
+        future, self._future = self._future, None
+        if future is not None:
+            future.result()
+
+    def close(self) -> None:
+        """Wait for the batch published behind (raising what failed it), then release the thread."""
+        try:
+            self.wait()
+        finally:
+            self._pool.shutdown(wait=True)
+
+
+class BatchWriter:
+    """The ``foreachBatch`` function: one micro-batch → the sink → metrics and one log line."""
+
+    def __init__(
+        self,
+        sink: MirrorSink,
+        health: metrics.HealthState,
+        decode_on: str = "executors",
+        columnar: bool = True,
+        *,
+        spark_checkpoint: SparkCheckpoint,
+        credential: CredentialKind = "default",
+        stop: threading.Event | None = None,
+        publish_behind: bool = True,
+    ) -> None:
+        self.sink = sink
+        # The executors stage their files in the sink's landing zone (its URL is absolute) with this identity.
+        self.landing = (sink.landing.url, credential)
+        self.stop = stop  # a graceful stop ends the wait between retries of a transiently failed batch
+        self.health = health
+        self.decode_on = decode_on
+        self.columnar = columnar
+        self.spark_checkpoint = spark_checkpoint
+        behind = publish_behind and decode_on == "executors"
+        self._behind = PublishBehind(sink, self._report, self._publish_failed) if behind else None
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        """Publish micro-batch ``batch_id``; raising fails the query (Spark then retries it on restart)."""
+        try:
+            retry_transient(lambda: self._write(frame, batch_id), f"batch {batch_id}", stop=self.stop)
+        except Exception:
+            metrics.BATCHES.labels("failed").inc()
+            metrics.PUBLISH_ERRORS.labels("").inc()
+            self.health.set(False, f"batch {batch_id} failed")
+            raise
+
+    def close(self) -> None:
+        """Wait for the batch being published behind; call once the query has stopped."""
+        if self._behind is not None:
+            self._behind.close()
+
+    def _write(self, frame: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
+        if self.decode_on != "executors":
+            with self.sink.lock:
+                if self._published(batch_id):
+                    result = self.sink.process_collected(batch_id, [])
+                else:
+                    table = frame.toArrow()
+                    collected = time.monotonic()
+                    result = self.sink.process_table(batch_id, table, columnar=self.columnar)
+                    self._report(result, started, collected)
+                    return
+            self._report(result, started, started)
+            return
+        planned, collected = self._collect_and_plan(frame, batch_id)
+        if self._behind is not None:
+            self._behind.submit(planned, collected)
+            return
+        with self.sink.lock:
+            result = self.sink.finish(planned)
+        self._report(result, planned.started, collected)
+
+    def _published(self, batch_id: int) -> bool:
+        """Whether Spark runs a batch the ledger published already (with the same offsets; else this refuses).
+
+        Spark logged the batch's offsets before calling us: a batch id counts as published only when the ledger
+        recorded the same offsets for it (never skip unknown records).
+        """
+        offsets = self.spark_checkpoint.offsets(batch_id)
+        return self.sink.expect_source(batch_id, offsets, str(self.spark_checkpoint.folder))
+
+    def _collect_and_plan(self, frame: DataFrame, batch_id: int) -> tuple[PlannedBatch, float]:
+        """Collect and stage on the executors (behind the previous batch's publish), then plan under the lock."""
+        if self._behind is not None and not self.sink.recovered:
+            # After a failure the sink recovers first, which must not run beside a publish.
+            self._behind.wait()
+        context = self.sink.collect_context()
+        slices = collect_slices(frame, self._task(batch_id, context))
+        collected = time.monotonic()
+        if self._behind is not None:
+            self._behind.wait()
+        with self.sink.lock:
+            if not self._published(batch_id):
+                now = self.sink.collect_context()
+                if now != context:
+                    # The previous batch's publish stopped a table, or a rebuild moved on: what the slices were
+                    # collected with no longer holds. Their files go, and the batch is collected again.
+                    log.info(
+                        "batch %d: the tables' state changed while it was collected; collecting it again", batch_id
+                    )
+                    self.sink.discard(slices)
+                    slices = collect_slices(frame, self._task(batch_id, now))
+                    collected = time.monotonic()
+            return self.sink.plan_collected(batch_id, slices), collected
+
+    def _task(self, batch_id: int, context: CollectContext) -> SliceTask:
+        return SliceTask(batch_id, context, *self.landing, columnar=self.columnar)
+
+    def _publish_failed(self, batch_id: int) -> None:
+        self.health.set(False, f"batch {batch_id} failed while it was published")
+
+    def _report(self, result: BatchResult, started: float, collected: float) -> None:
+        """Metrics, health and the batch's one log line, once it is committed."""
+        # Arrow's allocator keeps freed pages for reuse; a batch's worth (hundreds of MB) goes back now.
+        pa.default_memory_pool().release_unused()
+        metrics.record_batch(result)
+        metrics.set_table_states(self.sink)
+        self.health.set(True, "running")
+        for table, reason in result.stopped.items():
+            log.error("table %s stopped: %s", table, reason)
+        now = time.monotonic()
+        log.info("%s", result.event_line(collect_s=collected - started, duration_s=now - started))
