@@ -9,13 +9,11 @@ from the executor's own log in the worker's work folder, so a test can SIGKILL o
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,7 @@ STOP_TIMEOUT_S = 90
 
 T = TypeVar("T")
 
-_RUNNING = re.compile(r"Running task \S+ in stage \S+ \(TID (\d+)\)")
+_RUNNING = re.compile(r"Running task (\d+)\.(\d+) in stage (\S+) \(TID (\d+)\)")
 _FINISHED = re.compile(r"Finished task \S+ in stage \S+ \(TID (\d+)\)")
 
 
@@ -89,6 +87,15 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+@dataclass(frozen=True)
+class Task:
+    """A Spark task as an executor's log names it: ``task <index>.<attempt> in stage <stage>``."""
+
+    index: int
+    attempt: int
+    stage: str
+
+
 @dataclass
 class SparkCluster:
     """A started ``spark-cluster.sh`` cluster: its master URL and its state folder."""
@@ -126,17 +133,6 @@ class SparkCluster:
     def status(self) -> subprocess.CompletedProcess[str]:
         return _script("status", self.state_dir, STOP_TIMEOUT_S)
 
-    def master_json(self) -> dict[str, object]:
-        webui = (self.state_dir / "master.webui").read_text().strip()
-        with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=10) as response:
-            data: dict[str, object] = json.load(response)
-            return data
-
-    @property
-    def work_root(self) -> Path:
-        """Under it, each worker's ``work/<app id>/<executor id>``: the executors' working folders."""
-        return self.state_dir
-
     def worker_pid(self, n: int) -> int:
         pid = int((self.state_dir / f"worker-{n}" / "worker.pid").read_text())
         assert "org.apache.spark.deploy.worker.Worker" in _cmdline(pid), f"worker {n} (pid {pid}) is not running"
@@ -149,13 +145,27 @@ class SparkCluster:
                 return pid
         return None
 
-    def running_tasks(self, executor_pid: int) -> set[int]:
-        """Task ids the executor has started and not finished, from its log (``<its working folder>/stderr``)."""
+    def running_tasks(self, executor_pid: int) -> list[Task]:
+        """Tasks the executor has started and not finished, from its log (``<its working folder>/stderr``)."""
         try:
             log = (Path(os.readlink(f"/proc/{executor_pid}/cwd")) / "stderr").read_text(errors="replace")
         except OSError:
-            return set()
-        return {int(t) for t in _RUNNING.findall(log)} - {int(t) for t in _FINISHED.findall(log)}
+            return []
+        finished = {int(tid) for tid in _FINISHED.findall(log)}
+        return [
+            Task(int(index), int(attempt), stage)
+            for index, attempt, stage, tid in _RUNNING.findall(log)
+            if int(tid) not in finished
+        ]
+
+    def retried(self, task: Task) -> bool:
+        """Whether an executor of this cluster started a later attempt of ``task`` (same stage)."""
+        pattern = re.compile(rf"Running task {task.index}\.(\d+) in stage {re.escape(task.stage)} \(TID")
+        for log in self.state_dir.glob("worker-*/work/app-*/*/stderr"):
+            attempts = pattern.findall(log.read_text(errors="replace"))
+            if any(int(attempt) > task.attempt for attempt in attempts):
+                return True
+        return False
 
     def kill_executor(self, pid: int) -> list[int]:
         """SIGKILL an executor JVM and its Python daemon and workers (they would not outlive it long anyway)."""
