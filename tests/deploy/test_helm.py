@@ -177,6 +177,7 @@ def test_config_follows_the_connector_contract(render: Render, values: Path) -> 
     assert set(config["mirror"]) == {
         "partner_name",
         "replay_safe_inserts",
+        "initial_load",
         "truncate_policy",
         "toast_policy",
         "file_format",
@@ -184,6 +185,7 @@ def test_config_follows_the_connector_contract(render: Render, values: Path) -> 
         "rebuild",
     }
     assert config["mirror"]["on_table_stopped"] in {"stay", "rebuild"}
+    assert config["mirror"]["initial_load"] in {"marker-free", "upsert"}
     assert isinstance(config["mirror"]["rebuild"]["wait_s"], int | float)
     assert all(isinstance(v, str) for v in config["spark"]["conf"].values())
     assert all(isinstance(v, str) for v in config["source"]["kafka_options"].values())
