@@ -105,9 +105,13 @@ class MirrorSettings(_Frozen):
         description="Tables planned and renamed at once on the driver (each table's files stay in order): a batch "
         "touching many tables costs round trips per table, which threads overlap.",
     )
-    omit_row_marker_for_snapshot: bool = Field(
-        False,
-        description="Write a table's first files without __rowMarker__ while they hold only snapshot reads.",
+    initial_load: Literal["marker-free", "upsert"] = Field(
+        "marker-free",
+        description="A table's initial load (its files while every event published for it is a snapshot read of "
+        "Debezium's initial snapshot): 'marker-free' writes those Parquet files without __rowMarker__ (whole-file "
+        "inserts: Fabric's fast path); 'upsert' writes them with the marker like every later file. The first "
+        "change event, truncate or incremental-snapshot read ends a table's initial load; a second snapshot pass "
+        "during it (Debezium restarted its snapshot) rebuilds the table.",
     )
     decimal_columns: dict[str, str] = Field(
         default_factory=dict,
@@ -157,6 +161,18 @@ class MirrorSettings(_Frozen):
         if self.variable_scale_decimal.strip().lower() == "text":
             return None
         return _parse_precision_scale(self.variable_scale_decimal, "mirror.variable_scale_decimal")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_settings(cls, data: Any) -> Any:
+        """``omit_row_marker_for_snapshot`` became ``initial_load``: say so instead of "extra inputs"."""
+        if isinstance(data, dict) and "omit_row_marker_for_snapshot" in data:
+            msg = (
+                "mirror.omit_row_marker_for_snapshot was replaced by mirror.initial_load: 'marker-free' (the default: "
+                "initial-snapshot files without __rowMarker__) or 'upsert' (every file with the marker)"
+            )
+            raise ValueError(msg)
+        return data
 
     def table_settings(self, topic: str) -> TableSettings:
         """Overrides for ``topic`` (empty when none)."""

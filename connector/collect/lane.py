@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from connector.collect.marking import MarkerSpec, holds_placeholder, mark_parsed
 from connector.collect.ordering import offsets_ascending
-from connector.collect.pieces import CollectContext, Collected, TablePiece, piece_facts
+from connector.collect.pieces import CollectContext, Collected, TablePiece, initial_load, piece_facts
 from connector.collect.table_buffer import column_order, established_type, marked_table
 from connector.config import TableSettings
 from connector.debezium import bulk_json
@@ -144,7 +144,9 @@ class ColumnarLane:
         if inferring:
             row_columns = used_columns(row_columns, rows)
         arrow = self._table(ref, rows, markers, row_columns, columns)
-        facts = piece_facts(parsed.column("op"), parsed.column("ts_ms"), parsed.column("connector"))
+        # Events and rows agree up to the first event that is not an initial-snapshot read (one row per read).
+        initial = initial_load(parsed.column("op"), parsed.column("snapshot"))
+        facts = piece_facts(parsed.column("op"), parsed.column("ts_ms"), parsed.column("connector"), initial)
         piece = TablePiece(
             ref=ref, key_columns=key_columns, table=arrow, first=(topic, first.partition, first.offset), facts=facts
         )

@@ -2,8 +2,8 @@
 
 ``CollectContext`` is what a slice may read of the ledger; ``TablePiece`` one table's marked rows of the
 slice; ``Collected`` a slice's pieces, skips, stops and dead letters. ``piece_facts`` is the one
-definition of a piece's facts (events per op, snapshot-only, newest source time, connector), computed
-from Arrow columns by the columnar lane and by the record path alike.
+definition of a piece's facts (events per op, its initial-load part, newest source time, connector),
+computed from Arrow columns by the columnar lane and by the record path alike.
 """
 
 from __future__ import annotations
@@ -20,13 +20,68 @@ from connector.config import MirrorSettings, SourceSettings
 from connector.events import KafkaRecord, Op, SkipCounts
 from connector.landing_zone import TableRef
 
+#: Debezium's ``source.snapshot`` on the first read of a snapshot pass: of the whole snapshot, of one table.
+PASS_FIRST = ("first", "first_in_data_collection")
+#: ``source.snapshot`` on a pass's last read of a table (a one-row table's only read has one of these).
+PASS_LAST = ("last", "last_in_data_collection")
+#: ``source.snapshot`` of an incremental snapshot's reads, which interleave with live changes.
+INCREMENTAL_SNAPSHOT = "incremental"
+
+
+@dataclass(frozen=True)
+class InitialLoad:
+    """The part of a piece that belongs to its table's initial load: its leading initial-snapshot reads.
+
+    A read of Debezium's initial snapshot (``op`` r, ``source.snapshot`` anything but ``incremental``) is the
+    row's whole state before any change; the first other event (c/u/d, a truncate, an incremental-snapshot
+    read) ends the initial load, so only a piece's leading reads count. ``pass_starts`` are the rows (all
+    below ``rows``) where a snapshot pass of the table begins: a read marked ``first`` or
+    ``first_in_data_collection``, or any read after one marked ``last``/``last_in_data_collection``. A pass
+    beginning after rows of an earlier pass means Debezium started its snapshot again.
+    """
+
+    rows: int = 0
+    pass_starts: tuple[int, ...] = ()
+    ends_pass: bool = False  # the last of those rows is the last read of a pass (``last``/``last_in_...``)
+    complete: bool = False  # every event of the piece is an initial-snapshot read (its initial load goes on)
+
+
+def initial_load(ops: Column, snapshots: Column) -> InitialLoad:
+    """The initial-load part of rows whose events have ``ops`` and ``source.snapshot`` values ``snapshots``."""
+    if not len(ops):
+        return InitialLoad()
+    snapshots = pc.utf8_lower(pc.cast(snapshots, pa.string()))
+    initial = pc.and_kleene(pc.equal(ops, Op.READ), pc.fill_null(pc.not_equal(snapshots, INCREMENTAL_SNAPSHOT), True))
+    initial = pc.fill_null(initial, False)
+    if pc.all(initial).as_py():
+        rows = len(ops)
+    else:
+        rows = int(pc.index(initial, False).as_py())
+    if not rows:
+        return InitialLoad()
+    head = snapshots.slice(0, rows)
+    first = pc.fill_null(pc.is_in(head, pa.array(PASS_FIRST)), False)
+    last = pc.fill_null(pc.is_in(head, pa.array(PASS_LAST)), False)
+    after_last = pa.concat_arrays([pa.array([False]), _combined(last).slice(0, rows - 1)])
+    starts = pc.indices_nonzero(pc.or_(_combined(first), after_last)).to_pylist()
+    return InitialLoad(
+        rows=rows,
+        pass_starts=tuple(int(i) for i in starts),
+        ends_pass=bool(last[rows - 1].as_py()),
+        complete=rows == len(ops),
+    )
+
+
+def _combined(column: Column) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
 
 @dataclass(frozen=True)
 class PieceFacts:
     """What the driver needs to know of a piece besides its rows."""
 
     events: dict[str, int] = field(default_factory=dict)  # change events per op
-    snapshot_only: bool = True  # every event is a snapshot read (the row marker may be omitted)
+    initial: InitialLoad = field(default_factory=InitialLoad)  # the leading initial-snapshot reads
     max_source_ts_ms: int | None = None  # the newest source time, for the lag metric
     connector: str | None = None  # the first ``source.connector`` named, for ``_partnerEvents.json``
 
@@ -34,7 +89,7 @@ class PieceFacts:
 Column: TypeAlias = pa.Array | pa.ChunkedArray  # noqa: UP040 - pyarrow has no type stubs
 
 
-def piece_facts(ops: Column, ts_ms: Column, connectors: Column) -> PieceFacts:
+def piece_facts(ops: Column, ts_ms: Column, connectors: Column, initial: InitialLoad | None = None) -> PieceFacts:
     """A piece's facts from its events' ``op``, ``ts_ms`` and ``source.connector`` (one value per event)."""
     events = {str(item["values"]): int(item["counts"]) for item in pc.value_counts(ops).to_pylist()}
     max_ts = pc.max(ts_ms).as_py() if len(ts_ms) else None
@@ -42,7 +97,7 @@ def piece_facts(ops: Column, ts_ms: Column, connectors: Column) -> PieceFacts:
     named = named.filter(pc.not_equal(named, ""))
     return PieceFacts(
         events=events,
-        snapshot_only=set(events) == {Op.READ},
+        initial=initial or InitialLoad(),
         max_source_ts_ms=max_ts if isinstance(max_ts, int) else None,
         connector=str(named[0].as_py()) if len(named) else None,
     )
@@ -102,9 +157,9 @@ class TablePiece:
         return self.facts.events
 
     @property
-    def snapshot_only(self) -> bool:
-        """Whether every event is a snapshot read."""
-        return self.facts.snapshot_only
+    def initial(self) -> InitialLoad:
+        """The piece's leading initial-snapshot reads."""
+        return self.facts.initial
 
     @property
     def max_source_ts_ms(self) -> int | None:

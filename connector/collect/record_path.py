@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
 from connector.collect.marking import RowMarkerMapper, ToastStores
 from connector.collect.ordering import Position, position_order
-from connector.collect.pieces import CollectContext, Collected, PieceFacts, TablePiece, piece_facts
+from connector.collect.pieces import (
+    INCREMENTAL_SNAPSHOT,
+    CollectContext,
+    Collected,
+    PieceFacts,
+    TablePiece,
+    initial_load,
+    piece_facts,
+)
 from connector.collect.poison import DeadLetter, poison_policy
 from connector.collect.table_buffer import DeclaredDecimal, TableBatch
 from connector.config import TableSettings
@@ -35,6 +43,7 @@ log = logging.getLogger(__name__)
 
 # Compared with once a record: bound once (see ``Op``).
 _TRUNCATE = Op.TRUNCATE
+_READ = Op.READ
 
 
 class _Open:
@@ -54,16 +63,38 @@ class _Events:
         self.ops: list[str] = []
         self.ts_ms: list[int | None] = []
         self.connectors: list[str | None] = []
+        # The initial-snapshot reads before the table's first other event: source.snapshot by record position.
+        self.initial_reads: dict[Position, str] = {}
+        self.initial_open = True
 
     def add(self, event: ChangeEvent) -> None:
         self.ops.append(event.op)
         self.ts_ms.append(event.ts_ms)
         connector = event.source.get("connector")
         self.connectors.append(str(connector) if connector else None)
+        if self.initial_open:
+            snapshot = event.source.get("snapshot")
+            # Debezium 1.x wrote a boolean; 2.x and later one of true/first/.../last/incremental/false.
+            text = "" if snapshot is None else "true" if snapshot is True else str(snapshot).lower()
+            if event.op == _READ and text != INCREMENTAL_SNAPSHOT:
+                record = event.record
+                self.initial_reads[(record.topic, record.partition, record.offset)] = text
+            else:
+                self.initial_open = False
 
-    def facts(self) -> PieceFacts:
+    def facts(self, records: list[KafkaRecord] | None) -> PieceFacts:
+        """The facts, with the initial-load part of the rows made from ``records`` (one per row, in file order)."""
+        initial = None
+        if records and self.initial_reads:
+            snapshots = [self.initial_reads.get((r.topic, r.partition, r.offset)) for r in records]
+            ops = [_READ if s is not None else "" for s in snapshots]
+            initial = initial_load(pa.array(ops, pa.string()), pa.array(snapshots, pa.string()))
+            initial = replace(initial, complete=self.initial_open and initial.complete)
         return piece_facts(
-            pa.array(self.ops, pa.string()), pa.array(self.ts_ms, pa.int64()), pa.array(self.connectors, pa.string())
+            pa.array(self.ops, pa.string()),
+            pa.array(self.ts_ms, pa.int64()),
+            pa.array(self.connectors, pa.string()),
+            initial,
         )
 
 
@@ -189,7 +220,7 @@ class SliceCollector:
             table = run.tables.get(tid)
             if table is not None and tid in run.unordered:
                 _sort_by_position(table.batch)
-            out.pieces[tid] = self._piece(tid, run.refs[tid], table, seen.facts(), run.recreated.get(tid), out)
+            out.pieces[tid] = self._piece(tid, run.refs[tid], table, seen, run.recreated.get(tid), out)
         if out.stopped:
             topic_of = {ref.id: topic for topic, (ref, _, _) in self._topics.items()}
             out.stopped_topics = {tid: topic_of[tid] for tid in out.stopped if tid in topic_of}
@@ -210,7 +241,7 @@ class SliceCollector:
         tid: str,
         ref: TableRef,
         table: _Open | None,
-        facts: PieceFacts,
+        seen: _Events,
         recreated_at: Position | None,
         out: Collected,
     ) -> TablePiece:
@@ -220,17 +251,18 @@ class SliceCollector:
                 key_columns=self.context.key_columns.get(tid, ()),
                 table=None,
                 first=recreated_at or ("", 0, 0),
-                facts=facts,
+                facts=seen.facts(None),
                 recreate=recreated_at is not None,
             )
         batch = table.batch
         arrow = self._to_arrow(tid, ref, batch, out)
+        # After _to_arrow: a dead-lettered record's rows are gone from batch.records too.
         return TablePiece(
             ref=ref,
             key_columns=batch.key_columns,
             table=arrow,
             first=recreated_at or table.first,
-            facts=facts,
+            facts=seen.facts(batch.records if arrow is not None else None),
             recreate=recreated_at is not None,
         )
 

@@ -43,6 +43,16 @@ def _add_mirror_flags(parser: argparse.ArgumentParser) -> None:
             "CONNECTOR_MIRROR__REPLAY_SAFE_INSERTS",
         ),
     )
+    parser.add_argument(
+        "--initial-load",
+        choices=("marker-free", "upsert"),
+        default=None,
+        help=_env_help(
+            "a table's initial-snapshot files: without __rowMarker__ (marker-free, the default: Fabric's fast "
+            "path) or with it as upserts (upsert)",
+            "CONNECTOR_MIRROR__INITIAL_LOAD",
+        ),
+    )
 
 
 _LANDING_ZONE_HELP = "folder or OneLake URL (default: the config's landing_zone.url, env CONNECTOR_LANDING_ZONE__URL)"
@@ -72,6 +82,8 @@ def _mirror_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["mirror.decimal_columns"] = pairs
     if getattr(args, "replay_safe_inserts", None) is not None:
         overrides["mirror.replay_safe_inserts"] = args.replay_safe_inserts
+    if getattr(args, "initial_load", None) is not None:
+        overrides["mirror.initial_load"] = args.initial_load
     return overrides
 
 

@@ -36,6 +36,8 @@ class TableLine:
     files: int
     rows: int
     last_batch: str | None
+    load: str = "changes"  # initial-load while only initial-snapshot reads were published, else changes
+    marker_free_rows: int = 0  # rows published in files without __rowMarker__
     fabric_state: str | None = None
     fabric_rows: int | None = None
 
@@ -47,6 +49,8 @@ class TableLine:
             f"last_file={self.last_file}",
             f"files={self.files}",
             f"rows={self.rows}",
+            f"load={self.load}",
+            f"marker_free_rows={self.marker_free_rows}",
             f"last_batch={self.last_batch or '-'}",
         ]
         if self.fabric_state is not None:
@@ -84,6 +88,8 @@ def table_lines(ledger: BatchLedger, fabric: Mapping[str, Any] | None = None) ->
                 files=table.files_published,
                 rows=table.rows_published,
                 last_batch=_iso(table.last_published_at),
+                load="changes" if table.initial_load_ended else "initial-load",
+                marker_free_rows=table.marker_free_rows,
                 fabric_state=None if fabric is None else str(getattr(status, "state", "absent")),
                 fabric_rows=getattr(status, "processed_rows", None) if status else None,
             )

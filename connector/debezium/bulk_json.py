@@ -39,7 +39,7 @@ _FLAT_OBJECT = rf"\{{(?:{_JSON_STRING}:{_JSON_SCALAR}(?:,{_JSON_STRING}:{_JSON_S
 _CHUNK_BYTES = 4 << 20
 
 #: The columns of a parsed topic (``parse_envelopes``).
-PARSED_COLUMNS = ("op", "before", "after", "ts_ms", "connector")
+PARSED_COLUMNS = ("op", "before", "after", "ts_ms", "connector", "snapshot")
 
 
 def envelope_schema(row_type: pa.StructType) -> pa.Schema:
@@ -50,7 +50,7 @@ def envelope_schema(row_type: pa.StructType) -> pa.Schema:
             pa.field("before", row_type),
             pa.field("after", row_type),
             pa.field("ts_ms", pa.int64()),
-            pa.field("source", pa.struct([pa.field("connector", pa.string())])),
+            pa.field("source", pa.struct([pa.field("connector", pa.string()), pa.field("snapshot", pa.string())])),
         ]
     )
 
@@ -182,7 +182,7 @@ def _parse_pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def parse_envelopes(lines: pa.Array, row_type: pa.StructType) -> pa.Table:
-    """Every payload line as ``PARSED_COLUMNS``: op, before and after (of ``row_type``), ts_ms and connector.
+    """Every payload line as ``PARSED_COLUMNS``: op, before and after (of ``row_type``), ts_ms, connector, snapshot.
 
     Only change events (c/r/u/d) whose rows hold no column ``row_type`` lacks are taken.
     """
@@ -195,7 +195,7 @@ def parse_envelopes(lines: pa.Array, row_type: pa.StructType) -> pa.Table:
         [
             pa.RecordBatch.from_arrays(
                 [*(table.column(name).combine_chunks() for name in PARSED_COLUMNS[:4])]
-                + [pc.struct_field(table.column("source").combine_chunks(), "connector")],
+                + [pc.struct_field(table.column("source").combine_chunks(), name) for name in PARSED_COLUMNS[4:]],
                 names=list(PARSED_COLUMNS),
             )
             for table in tables

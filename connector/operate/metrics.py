@@ -26,6 +26,12 @@ EVENTS = Counter(
     "cdc_mirror_events", "Change events decoded, by table and Debezium op.", ["table", "op"], registry=REGISTRY
 )
 ROWS = Counter("cdc_mirror_rows_published", "Rows published to the landing zone.", ["table"], registry=REGISTRY)
+ROWS_MARKER_FREE = Counter(
+    "cdc_mirror_rows_published_marker_free",
+    "Rows published in files without __rowMarker__ (initial loads: Fabric's fast path); part of rows_published.",
+    ["table"],
+    registry=REGISTRY,
+)
 FILES = Counter("cdc_mirror_files_published", "Data files published to the landing zone.", ["table"], registry=REGISTRY)
 BYTES = Counter("cdc_mirror_bytes_published", "Bytes of data files published.", ["table"], registry=REGISTRY)
 BATCH_DURATION = Histogram(
@@ -129,6 +135,8 @@ def record_batch(result: BatchResult, now: float | None = None) -> None:
             EVENTS.labels(table, op).inc(count)
         if entry.rows:
             ROWS.labels(table).inc(entry.rows)
+        if entry.marker_free_rows:
+            ROWS_MARKER_FREE.labels(table).inc(entry.marker_free_rows)
         if entry.files:
             FILES.labels(table).inc(entry.files)
             BYTES.labels(table).inc(entry.bytes)

@@ -172,6 +172,7 @@ class TableRebuilder:
                 folder=table.folder,
                 topic=table.topic,
                 rebuild=SNAPSHOT_REQUESTED,
+                initial_load_ended=True,  # the incremental snapshot's reads interleave with changes: marked files
                 rebuild_at=self.clock(),
                 rebuild_request=table.rebuild_request,
                 rebuild_reason=table.rebuild_reason,

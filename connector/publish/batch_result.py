@@ -14,6 +14,7 @@ class TableResult:
     """What one batch did for one table."""
 
     rows: int = 0
+    marker_free_rows: int = 0  # of ``rows``, those in files without __rowMarker__ (an initial load)
     files: int = 0
     bytes: int = 0
     events: dict[str, int] = field(default_factory=dict)

@@ -42,6 +42,12 @@ class TableState:
     key_columns: tuple[str, ...] = ()
     schema: str | None = None  # base64 Arrow IPC schema of the data columns
     incremental: bool = False  # a file with __rowMarker__ has been published
+    # The initial load (``mirror.initial_load``): ended once an event other than an initial-snapshot read was
+    # published (or the table was rebuilt); whether the last read published ended a snapshot pass of the table;
+    # rows published in files without __rowMarker__.
+    initial_load_ended: bool = False
+    snapshot_pass_ended: bool = False
+    marker_free_rows: int = 0
     stopped: str | None = None
     toast_snapshot: str | None = None  # checkpoint path of the keep-last store
     topic: str | None = None  # the Kafka topic its events come from (a rebuild signals Debezium for it)
@@ -148,6 +154,7 @@ class PlannedFile:
     size: int
     sha256: str
     rows: int
+    marker_free: bool = False  # the file has no __rowMarker__ (an initial load's whole-file inserts)
 
 
 @dataclass(frozen=True)

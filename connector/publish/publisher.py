@@ -70,6 +70,8 @@ def publish_plan(
             entry = result.table(tid)
             entry.files += 1
             entry.rows += planned.rows
+            if planned.marker_free:
+                entry.marker_free_rows += planned.rows
             entry.bytes += planned.size
         if error is not None:
             failed = True

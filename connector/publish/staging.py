@@ -64,14 +64,21 @@ def split_rows(table: pa.Table, mirror: MirrorSettings) -> list[pa.Table]:
     return [table.slice(start, rows_per_file) for start in range(0, max(table.num_rows, 1), rows_per_file)]
 
 
-def omits_marker(context: CollectContext, file_format: FileFormat, piece: TablePiece, table_id: str) -> bool:
-    """``omit_row_marker_for_snapshot``: a snapshot-only Parquet piece of a table none of whose files had it."""
-    return (
-        context.mirror.omit_row_marker_for_snapshot
-        and not file_format.is_delimited
-        and table_id not in context.incremental
-        and piece.snapshot_only
-    )
+def marker_free_rows(context: CollectContext, file_format: FileFormat, piece: TablePiece, table_id: str) -> int:
+    """How many leading rows of ``piece`` go to files without ``__rowMarker__``: its table's initial load.
+
+    ``mirror.initial_load: marker-free``, Parquet (delimited text always has the marker), a table none of whose
+    files had the marker and that is not being re-read by a rebuild's incremental snapshot: the piece's leading
+    initial-snapshot reads (``InitialLoad.rows``).
+    """
+    if (
+        context.mirror.initial_load != "marker-free"
+        or file_format.is_delimited
+        or table_id in context.incremental
+        or table_id in context.upsert_tables
+    ):
+        return 0
+    return min(piece.initial.rows, piece.rows)
 
 
 def stage_slice(landing: Storage, batch_id: int, collected: Collected, context: CollectContext) -> Collected:
@@ -93,11 +100,14 @@ def stage_piece(
     schema = pa.schema([f for f in table.schema if f.name != ROW_MARKER_COLUMN])
     if not table.num_rows:
         return replace(piece, table=None, schema=schema)
-    omit = omits_marker(context, file_format, piece, tid)
+    # The initial load's part first, marker-free; the rest (from the first change event on) with the marker.
+    head = marker_free_rows(context, file_format, piece, tid)
+    parts = [table.slice(0, head).drop_columns([ROW_MARKER_COLUMN])] if head else []
+    if head < table.num_rows:
+        parts.append(table.slice(head))
     files = []
-    for number, chunk in enumerate(split_rows(table, context.mirror)):
-        if omit:
-            chunk = chunk.drop_columns([ROW_MARKER_COLUMN])
+    chunks = (chunk for part in parts for chunk in split_rows(part, context.mirror))
+    for number, chunk in enumerate(chunks):
         path = join(piece.ref.folder, staged_name(batch_id, piece.first, number, file_format.extension))
         files.append(write_staged(landing, path, chunk, file_format))
     return replace(piece, table=None, files=tuple(files), schema=schema)

@@ -8,11 +8,13 @@ ones. Tables are independent, so the sink plans them in parallel.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 
 import pyarrow as pa
 
+from connector.collect.ordering import Position
 from connector.collect.pieces import StagedFile
 from connector.collect.table_buffer import MARKER_TYPE
 from connector.config import MirrorSettings
@@ -20,12 +22,16 @@ from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing_zone import METADATA_FILE, TableRef, data_file_name
 from connector.publish.encoding import FileFormat
+from connector.publish.initial_load import check_initial_load
 from connector.publish.ledger import PlannedFile, TableState
 from connector.publish.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
 from connector.publish.numbering import FileNumbering, check_no_gap
 from connector.publish.staging import TableChange, cast_to, restage, with_marker
 from connector.publish.table_rows import TableFiles, merge_schema
+from connector.publish.table_stops import begin_rebuild
 from connector.storage.base import Storage, join
+
+log = logging.getLogger(__name__)
 
 
 class TablePlanner:
@@ -64,6 +70,9 @@ class TablePlanner:
             self.landing.create(path, data)
         if files is None or files.schema is None or not len(files):
             return table_state, []
+        check = check_initial_load(files.pieces, table_state)
+        if check.second_pass is not None:
+            return self._second_pass(ref, files, table_state, check.second_pass), []
         topic, partition, offset = files.first
         where = f"{topic}[{partition}]@{offset}: " if topic else ""
         merged = merge_schema(ref.id, table_state.arrow_schema(), files.schema, where)
@@ -76,13 +85,20 @@ class TablePlanner:
         planned = []
         for item in staged:
             final = join(ref.folder, data_file_name(number, self.format.extension))
-            planned.append(PlannedFile(ref.id, number, item.path, final, item.size, item.sha256, item.rows))
+            planned.append(
+                PlannedFile(
+                    ref.id, number, item.path, final, item.size, item.sha256, item.rows, marker_free=not item.has_marker
+                )
+            )
             number += 1
         new_state = replace(
             table_state.with_schema(merged),
             next_number=number,
             key_columns=files.key_columns,
             incremental=incremental,
+            initial_load_ended=check.ended,
+            snapshot_pass_ended=check.pass_ended,
+            marker_free_rows=table_state.marker_free_rows + sum(p.rows for p in planned if p.marker_free),
             rows_published=table_state.rows_published + len(files),
             files_published=table_state.files_published + len(planned),
             last_published_at=time.time(),
@@ -113,6 +129,22 @@ class TablePlanner:
                 incremental = incremental or item.has_marker
                 out.append(item)
         return out, incremental
+
+    def _second_pass(self, ref: TableRef, files: TableFiles, table_state: TableState, where: Position) -> TableState:
+        """Debezium started the table's snapshot again during its initial load: rebuild the table, publish nothing.
+
+        The batch's staged files of the table go; its later events are skipped until the rebuild re-reads it.
+        """
+        for item in files.staged:
+            self.landing.delete(item.path)
+        topic, partition, offset = where
+        reason = (
+            f"{topic}[{partition}]@{offset}: Debezium started its snapshot of {ref.id} again during the table's "
+            "initial load (a second snapshot pass: the first pass's rows may be gone or changed in the source); "
+            "rebuilding the table"
+        )
+        log.warning("table %s: %s", ref.id, reason)
+        return begin_rebuild(table_state, reason)
 
     def _check_not_deleted(self, ref: TableRef, table_state: TableState) -> None:
         """``_metadata.json`` was missing from a table that has files: was the folder deleted under us?

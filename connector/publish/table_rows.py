@@ -32,7 +32,6 @@ class TableFiles:
     key_columns: tuple[str, ...]
     pieces: list[TablePiece]
     schema: pa.Schema | None  # the data columns of every piece, unified (``None`` when no piece has rows)
-    snapshot_only: bool
     max_source_ts_ms: int | None
     connector: str | None
     first: Position = ("", 0, 0)  # the batch's first record of the table, for messages
@@ -152,7 +151,6 @@ def join_pieces(tid: str, pieces: list[TablePiece]) -> TableFiles:
         key_columns=next(iter(keys)) if keys else pieces[0].key_columns,
         pieces=pieces,
         schema=schema,
-        snapshot_only=all(p.snapshot_only for p in with_rows),
         max_source_ts_ms=max((p.max_source_ts_ms for p in pieces if p.max_source_ts_ms is not None), default=None),
         connector=next((p.connector for p in pieces if p.connector), None),
     )

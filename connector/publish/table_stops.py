@@ -44,12 +44,15 @@ def stop_or_rebuild(
         gave_up = f"{reason} (not rebuilt automatically: {count} automatic rebuild(s) already; run `rebuild`)"
         return replace(table, stopped=gave_up)
     log.warning("table stopped: %s; rebuilding it automatically (attempt %d)", reason, count + 1)
+    return replace(begin_rebuild(table, reason, clock), automatic_rebuilds=count + 1)
+
+
+def begin_rebuild(table: TableState, reason: str, clock: Callable[[], float] = time.time) -> TableState:
+    """The table stopped with its rebuild begun (``deleting``), whatever ``on_table_stopped`` says.
+
+    For what only a rebuild repairs and no setting should leave stopped: a second snapshot pass during the table's
+    initial load (``connector.publish.initial_load``).
+    """
     return replace(
-        table,
-        stopped=reason,
-        rebuild=DELETING,
-        rebuild_at=now,
-        rebuild_request=None,
-        rebuild_reason=reason,
-        automatic_rebuilds=count + 1,
+        table, stopped=reason, rebuild=DELETING, rebuild_at=clock(), rebuild_request=None, rebuild_reason=reason
     )

@@ -97,15 +97,15 @@ class Topic:
         headers: tuple[tuple[str, bytes | None], ...] = (),
         ts_ms: int = 1_700_000_000_000,
         partition: int | None = None,
+        snapshot: str | None = None,
     ) -> KafkaRecord:
+        """One change event; ``snapshot`` is ``source.snapshot`` (default ``true`` for reads, else ``false``)."""
+        if snapshot is None:
+            snapshot = "true" if op == "r" else "false"
         payload = {
             "before": before,
             "after": after,
-            "source": {
-                "connector": self.connector,
-                "version": "3.0.0.Final",
-                "snapshot": "true" if op == "r" else "false",
-            },
+            "source": {"connector": self.connector, "version": "3.0.0.Final", "snapshot": snapshot},
             "op": op,
             "ts_ms": ts_ms,
         }

@@ -73,11 +73,11 @@ def assert_same(expected: Collected, actual: Collected) -> None:
         else:
             assert got.table.schema == want.table.schema, tid
             assert got.table.equals(want.table), (tid, got.table.to_pylist()[:5], want.table.to_pylist()[:5])
-        assert (got.key_columns, got.first, got.events, got.snapshot_only) == (
+        assert (got.key_columns, got.first, got.events, got.initial) == (
             want.key_columns,
             want.first,
             want.events,
-            want.snapshot_only,
+            want.initial,
         ), tid
         assert (got.max_source_ts_ms, got.connector, got.recreate) == (
             want.max_source_ts_ms,

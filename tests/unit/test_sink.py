@@ -25,6 +25,7 @@ from connector.config import MirrorSettings, TableSettings
 from connector.events import KafkaRecord
 from connector.oracle.landing_reader import arrow_owned, read_data_file
 from connector.oracle.validate import validate_landing_zone
+from connector.publish.ledger import TableState
 from connector.sink import MirrorSink
 from connector.storage.base import FileInfo, Storage, WriterIdentity, WriterLease
 from connector.storage.local import LocalStorage
@@ -65,9 +66,11 @@ class Zone:
         """A sink as the job starts it (a second call is a restart: same landing zone and ledger).
 
         These tests check Debezium's op → marker mapping itself, so creates stay inserts (0) unless a test asks
-        for the default, replay-safe upserts.
+        for the default, replay-safe upserts, and snapshot reads carry the marker like every row unless a test asks
+        for the default marker-free initial load.
         """
         mirror.setdefault("replay_safe_inserts", False)
+        mirror.setdefault("initial_load", "upsert")
         return MirrorSink(self.storage, LocalStorage(self.checkpoint), MirrorSettings(**mirror))
 
     def write(self, path: str, data: bytes) -> None:
@@ -406,16 +409,93 @@ def test_delimited_text_with_full_metadata(zone: Zone, fmt: str, delimiter: str)
     assert str(data[0]["price"]) in ("1.00", "1.0", "1")
 
 
-def test_snapshot_only_first_files_may_omit_the_marker(zone: Zone) -> None:
+def _only_table(sink: MirrorSink) -> TableState:
+    (state,) = sink.ledger.state.tables.values()
+    return state
+
+
+def test_initial_load_is_marker_free_until_the_first_change_and_never_again(zone: Zone) -> None:
     t = customers()
-    sink = zone.sink(omit_row_marker_for_snapshot=True)
-    sink.process_batch(0, [t.record("r", None, row(1)), t.record("r", None, row(2))])
-    sink.process_batch(1, [t.record("u", None, row(1, "x"))])
-    sink.process_batch(2, [t.record("r", None, row(3))])  # a later snapshot read: the marker stays
+    sink = zone.sink(initial_load=MirrorSettings().initial_load, replay_safe_inserts=True)
+    assert MirrorSettings().initial_load == "marker-free"
+    sink.process_batch(0, [t.record("r", None, row(1), snapshot="first"), t.record("r", None, row(2))])
+    # One batch holding the end of the snapshot and the first change: split into a marker-free and a marked file.
+    sink.process_batch(1, [t.record("r", None, row(3), snapshot="last"), t.record("u", row(1), row(1, "x"))])
+    sink.process_batch(2, [t.record("r", None, row(4))])  # a read after the first change: the marker stays
     files = zone.table_files()
-    assert "__rowMarker__" not in zone.schema(files[0]).names
-    assert zone.schema(files[1]).names[-1] == "__rowMarker__"
-    assert zone.schema(files[2]).names[-1] == "__rowMarker__"
+    assert ["__rowMarker__" in zone.schema(f).names for f in files] == [False, False, True, True]
+    assert [r["id"] for r in zone.read_rows()] == [1, 2, 3, 1, 4]
+    state = _only_table(sink)
+    assert (state.initial_load_ended, state.marker_free_rows, state.incremental) == (True, 3, True)
+
+
+def test_initial_load_upsert_writes_the_marker_on_snapshot_reads(zone: Zone) -> None:
+    t = customers()
+    sink = zone.sink(initial_load="upsert", replay_safe_inserts=True)
+    sink.process_batch(0, [t.record("r", None, row(1), snapshot="first"), t.record("r", None, row(2))])
+    assert zone.markers() == [(1, 4), (2, 4)]
+    assert _only_table(sink).marker_free_rows == 0
+
+
+def test_an_incremental_snapshot_read_ends_the_initial_load(zone: Zone) -> None:
+    t = customers()
+    sink = zone.sink(initial_load="marker-free", replay_safe_inserts=True)
+    sink.process_batch(0, [t.record("r", None, row(1)), t.record("r", None, row(2), snapshot="incremental")])
+    files = zone.table_files()
+    assert ["__rowMarker__" in zone.schema(f).names for f in files] == [False, True]
+    assert _only_table(sink).initial_load_ended
+
+
+def test_old_setting_omit_row_marker_for_snapshot_names_its_replacement() -> None:
+    with pytest.raises(ValueError, match=r"replaced by mirror\.initial_load"):
+        MirrorSettings(omit_row_marker_for_snapshot=True)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("initial_load", ["marker-free", "upsert"])
+@pytest.mark.parametrize(
+    "batches",
+    [
+        # Killed mid-table: the second pass starts again at the first row, in a later batch.
+        [[("first", 1), ("true", 2)], [("first", 1)]],
+        # ... or in the same batch.
+        [[("first", 1), ("true", 2), ("first", 1), ("true", 2)]],
+        # A table done in the first pass (its last read), read again: a one-row table's only read is "last...".
+        [[("last_in_data_collection", 1)], [("last_in_data_collection", 1)]],
+        [[("first_in_data_collection", 1), ("last_in_data_collection", 2)], [("true", 1)]],
+    ],
+)
+def test_a_second_snapshot_pass_in_the_initial_load_rebuilds_the_table(
+    zone: Zone, batches: list[list[tuple[str, int]]], initial_load: str
+) -> None:
+    t = customers()
+    sink = zone.sink(initial_load=initial_load, replay_safe_inserts=True)
+    for batch_id, reads in enumerate(batches):
+        sink.process_batch(batch_id, [t.record("r", None, row(key), snapshot=mark) for mark, key in reads])
+    state = _only_table(sink)
+    assert state.rebuild == "deleting" and state.stopped and "second snapshot pass" in state.stopped
+    assert not [p for p in zone.storage.list_dir(CUSTOMERS) if p.path.rsplit("/", 1)[-1].startswith("_staged")]
+
+
+@pytest.mark.parametrize(
+    "batches",
+    [
+        [[("first", 1), ("true", 2)], [("true", 3), ("last", 4)]],
+        [[("first_in_data_collection", 1)], [("last_in_data_collection", 2)]],
+        [[("last", 1)]],
+    ],
+)
+def test_one_snapshot_pass_is_no_second_pass(zone: Zone, batches: list[list[tuple[str, int]]]) -> None:
+    t = customers()
+    sink = zone.sink(initial_load="marker-free", replay_safe_inserts=True)
+    for batch_id, reads in enumerate(batches):
+        sink.process_batch(batch_id, [t.record("r", None, row(key), snapshot=mark) for mark, key in reads])
+    last = len(batches)
+    sink.process_batch(last, [t.record("c", None, row(9))])
+    sink.process_batch(last + 1, [t.record("r", None, row(1), snapshot="first")])  # after a change: upserted
+    state = _only_table(sink)
+    assert state.rebuild is None and not state.stopped
+    last = zone.read_rows()[-1]
+    assert (last["id"], last["__rowMarker__"]) == (1, 4)
 
 
 # -- schema evolution -------------------------------------------------------------------------------------------
