@@ -3,8 +3,9 @@
 #   Debian packages (PostgreSQL and MariaDB for the end-to-end stacks, Prometheus for promtool and the server),
 #   the project in .venv with its test extra (which includes the verify extra: psycopg, PyMySQL, deltalake), the jar sets from Maven Central (Kafka broker,
 #   Spark's Kafka source, Kafka Connect + Debezium (Postgres; MariaDB in a set of its own), Apicurio's
-#   Avro converter for Connect, and the Apicurio Registry application for deploy/local/registry.sh) and
-#   helm built from the Go module proxy.
+#   Avro converter for Connect, and the Apicurio Registry application for deploy/local/registry.sh),
+#   helm and kube-apiserver built from the Go module proxy (kube-apiserver: about 20 minutes on 2 cores the
+#   first time, then cached in .cache/bin) and Debian's etcd-server for deploy/local/kube-apiserver.sh.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -15,6 +16,7 @@ missing=()
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql postgresql-contrib)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v mariadb-install-db >/dev/null || missing+=(mariadb-server mariadb-client)
+command -v etcd >/dev/null || missing+=(etcd-server)
 if ((${#missing[@]})); then
   log "apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -34,6 +36,10 @@ if ((${#missing[@]})); then
       update-rc.d mariadb disable >/dev/null 2>&1 || true
     fi
   fi
+  # And etcd-server's: deploy/local/kube-apiserver.sh runs its own etcd on free ports.
+  if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+    systemctl disable --now etcd.service >/dev/null 2>&1 || true
+  fi
 fi
 
 if [[ ! -x .venv/bin/python ]]; then
@@ -47,6 +53,6 @@ log "pip install -e .[test]"
 log "jar sets from Maven Central"
 bash deploy/local/fetch-jars.sh kafka spark-kafka connect-debezium connect-debezium-mariadb connect-avro apicurio-registry
 
-log "helm and promtool"
+log "helm, promtool, etcd and kube-apiserver"
 bash deploy/local/tools.sh all
 log "ready"
