@@ -383,10 +383,10 @@ def test_role_missing_a_verb_stops_the_executors(kube: KubeApi, kafka_bootstrap:
 
         def forbidden() -> str | None:
             text = driver.output()
-            return text if "forbidden" in text.lower() or driver.process.poll() is not None else None
+            return text if 'cannot create resource "pods"' in text or driver.process.poll() is not None else None
 
         output = wait_for(forbidden, "the driver's Forbidden error")
     finally:
         driver.stop()
-    assert 'cannot create resource "' in output, output[-4000:]
+    assert 'pods is forbidden: User "system:serviceaccount:spark-no-create:' in output, output[-4000:]
     assert executor_pods(kube, namespace) == []
