@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
+import requests
 from azure.core import MatchConditions
 from azure.core.exceptions import (
     AzureError,
@@ -50,12 +51,15 @@ from azure.core.exceptions import (
     ServiceRequestError,
     ServiceResponseError,
 )
+from azure.core.pipeline.transport import RequestsTransport
 from azure.storage.filedatalake import (
     ContentSettings,
     DataLakeFileClient,
     DataLakeLeaseClient,
     FileSystemClient,
 )
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 from connector.errors import WriterFenced
 from connector.storage.azure_errors import error_code
@@ -92,6 +96,21 @@ class _Fingerprint:
     md5: bytes | None
 
 
+#: Connections kept open to OneLake: the driver renames up to ``mirror.publish_parallelism`` tables at once (16 by
+#: default). The SDK's default pool keeps 10, so every request beyond them opened (and dropped) a TLS connection.
+POOL_CONNECTIONS = 32
+
+
+def _pooled_session() -> requests.Session:
+    """A requests session keeping ``POOL_CONNECTIONS`` connections; retries are the pipeline's, not urllib3's."""
+    session = requests.Session()
+    no_retries = Retry(total=False, redirect=False, raise_on_status=False)
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_CONNECTIONS, max_retries=no_retries)
+    for scheme in ("http://", "https://"):
+        session.mount(scheme, adapter)
+    return session
+
+
 class OneLakeStorage(Storage):
     """A folder in OneLake or ADLS Gen2, with the never-overwrite publish protocol.
 
@@ -126,9 +145,13 @@ class OneLakeStorage(Storage):
             location.filesystem,
             credential=identity.credential,
             retry_policy=BackoffRetryPolicy(self.retry),
-            connection_timeout=self.retry.connection_timeout,
-            read_timeout=self.retry.read_timeout,
-            connection_verify=ca_bundle or True,
+            transport=RequestsTransport(
+                session=_pooled_session(),
+                session_owner=True,
+                connection_timeout=self.retry.connection_timeout,
+                read_timeout=self.retry.read_timeout,
+                connection_verify=ca_bundle or True,
+            ),
         )
 
     def __repr__(self) -> str:

@@ -49,12 +49,12 @@ class PublishBehind:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish-behind")
         self._future: Future[None] | None = None
 
-    def submit(self, planned: PlannedBatch, collected: float) -> None:
+    def submit(self, planned: PlannedBatch, started: float, collected: float) -> None:
         """Publish ``planned`` behind the caller; the batch before it must have been waited for."""
         self.wait()
-        self._future = self._pool.submit(self._finish, planned, collected)
+        self._future = self._pool.submit(self._finish, planned, started, collected)
 
-    def _finish(self, planned: PlannedBatch, collected: float) -> None:
+    def _finish(self, planned: PlannedBatch, started: float, collected: float) -> None:
         try:
             with self.sink.lock:
                 result = self.sink.finish(planned)
@@ -62,7 +62,7 @@ class PublishBehind:
             # Raised again by the next ``wait`` (the next batch, or the stop); readiness says so meanwhile.
             self._failed(planned.result.batch_id)
             raise
-        self._done(result, planned.started, collected)
+        self._done(result, started, collected)
 
     def wait(self) -> None:
         """Return once the batch published behind is committed; raise what failed it (once)."""
@@ -135,11 +135,11 @@ class BatchWriter:
             return
         planned, collected = self._collect_and_plan(frame, batch_id)
         if self._behind is not None:
-            self._behind.submit(planned, collected)
+            self._behind.submit(planned, started, collected)
             return
         with self.sink.lock:
             result = self.sink.finish(planned)
-        self._report(result, planned.started, collected)
+        self._report(result, started, collected)
 
     def _published(self, batch_id: int) -> bool:
         """Whether Spark runs a batch the ledger published already (with the same offsets; else this refuses).
