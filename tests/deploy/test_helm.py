@@ -156,7 +156,7 @@ def test_config_follows_the_connector_contract(render: Render, values: Path) -> 
         "spark",
         "mirror",
     }
-    assert set(config["source"]) == {
+    assert set(config["source"]) - {"max_records_per_partition"} == {
         "kind",
         "bootstrap_servers",
         "topics",
@@ -166,6 +166,7 @@ def test_config_follows_the_connector_contract(render: Render, values: Path) -> 
     }
     assert config["source"]["kind"] == "kafka"
     assert isinstance(config["source"]["max_offsets_per_trigger"], int)
+    assert isinstance(config["source"].get("max_records_per_partition", 1), int)
     assert config["landing_zone"]["credential"] in {
         "default",
         "workload_identity",
@@ -382,6 +383,36 @@ def test_k8s_executors_work_in_a_writable_directory_with_the_drivers_identity(re
     for var in container["env"]:
         assert driver_env[var["name"]] == var
     assert connector_config(objects)["spark"]["decode_on"] == "executors"
+
+
+def _gib(quantity: str) -> float:
+    units = {"g": 1.0, "m": 1 / 1024, "Gi": 1.0, "Mi": 1 / 1024}
+    number = re.fullmatch(r"(\d+)([a-zA-Z]*)", quantity)
+    assert number, quantity
+    return int(number[1]) * units[number[2]]
+
+
+# Peak RSS of one task's Python worker per record, 2 KB events (chart README "Sizing", benchmarks/slice_memory.py).
+WORKER_BYTES_PER_RECORD_2KB = 948 * 2**20 / 62_500
+
+
+def test_k8s_example_fits_its_pods(render: Render) -> None:
+    objects = render(ci_file("k8s-spark-values.yaml"))
+    config = connector_config(objects)
+    conf = config["spark"]["conf"]
+    limit = _gib(
+        one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    )
+    # The driver's heap leaves room for its Python and the JVM's native memory; task results are metadata.
+    assert _gib(conf["spark.driver.memory"]) <= limit / 2
+    assert _gib(conf["spark.driver.maxResultSize"]) <= _gib(conf["spark.driver.memory"]) / 4
+    # Each executor core runs one task of at most max_records_per_partition records in its Python worker,
+    # which lives in the overhead (Spark's pod limit is heap + overhead).
+    records = config["source"]["max_records_per_partition"]
+    cores = int(conf["spark.executor.cores"])
+    assert cores * records * WORKER_BYTES_PER_RECORD_2KB <= _gib(conf["spark.executor.memoryOverhead"]) * 2**30
+    assert config["source"]["max_offsets_per_trigger"] >= records
+    assert "max_records_per_partition" not in connector_config(render(ci_file("minimal-values.yaml")))["source"]
 
 
 def test_k8s_spark_authentication_and_encryption(render: Render) -> None:

@@ -259,6 +259,9 @@ reference that the kubelet expands, never the password itself.
 {{- $_ := set $opts "ssl.keystore.location" (printf "%s/%s" (include "dfm.kafkaKeystoreDir" .) $sec.tls.keystoreSecret.key) -}}
 {{- end }}
 {{- $source := dict "kind" "kafka" "bootstrap_servers" $k.bootstrapServers "topics" $k.topics "starting_offsets" $k.startingOffsets "max_offsets_per_trigger" (int64 $k.maxOffsetsPerTrigger) "kafka_options" $opts -}}
+{{- with $k.maxRecordsPerTask }}
+{{- $_ := set $source "max_records_per_partition" (int64 .) -}}
+{{- end }}
 {{- if .Values.debezium.connectUrl }}
 {{- $_ := set $source "debezium_connect_url" .Values.debezium.connectUrl -}}
 {{- $_ := set $source "debezium_connectors" .Values.debezium.connectors -}}
