@@ -28,7 +28,14 @@ import pyarrow.compute as pc
 
 from connector.collect.marking import MarkerSpec, holds_placeholder, mark_parsed
 from connector.collect.ordering import offsets_ascending
-from connector.collect.pieces import CollectContext, Collected, TablePiece, initial_load, piece_facts
+from connector.collect.pieces import (
+    CollectContext,
+    Collected,
+    TablePiece,
+    initial_load,
+    key_columns_for,
+    piece_facts,
+)
 from connector.collect.table_buffer import column_order, established_type, marked_table
 from connector.config import TableSettings
 from connector.debezium import bulk_json
@@ -153,9 +160,10 @@ class ColumnarLane:
         return piece, tombstones
 
     def _key_columns(self, ref: TableRef, key_fields: tuple[str, ...], settings: TableSettings) -> tuple[str, ...]:
-        if settings.key_columns:
-            return tuple(settings.key_columns)
-        return key_fields or self.context.key_columns.get(ref.id, ())
+        keys = key_columns_for(ref.id, key_fields, settings.key_columns, self.context)
+        if keys is None:
+            decline("no key columns")  # the record path stops the table, naming the record
+        return keys
 
     def _row_columns(self, ref: TableRef, columns: Mapping[str, ColumnType] | None) -> dict[str, ColumnType] | None:
         """Each row column's type: the schema's, for schemaless JSON the established one, else None (infer)."""

@@ -199,3 +199,16 @@ class Collected:
         self.poison.extend(other.poison)
         self.problems.extend(other.problems)
         return self
+
+
+def key_columns_for(
+    table_id: str, key_fields: tuple[str, ...] | None, configured: list[str] | None, context: CollectContext
+) -> tuple[str, ...] | None:
+    """The one key-column rule of both paths; ``None`` when a table has none (it cannot be mirrored).
+
+    The table's configured ``key_columns``, else the event's key fields, else the keys the ledger already holds
+    for the table. Without any, the record path stops the table and the lane leaves the topic to it.
+    """
+    if configured:
+        return tuple(configured)
+    return key_fields or context.key_columns.get(table_id) or None

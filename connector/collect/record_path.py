@@ -27,6 +27,7 @@ from connector.collect.pieces import (
     PieceFacts,
     TablePiece,
     initial_load,
+    key_columns_for,
     piece_facts,
 )
 from connector.collect.poison import DeadLetter, poison_policy
@@ -320,13 +321,9 @@ class SliceCollector:
         )
 
     def _key_columns(self, tid: str, event: ChangeEvent, settings: TableSettings) -> tuple[str, ...]:
-        if settings.key_columns:
-            return tuple(settings.key_columns)
-        if event.key_fields:
-            return event.key_fields
-        known = self.context.key_columns.get(tid)
-        if known:
-            return known
+        keys = key_columns_for(tid, event.key_fields, settings.key_columns, self.context)
+        if keys is not None:
+            return keys
         raise TableStopped(
             tid,
             f"{event.record.position}: the event has no key, so updates and deletes cannot be mirrored; "

@@ -594,3 +594,15 @@ def test_a_declared_decimal_that_cannot_hold_a_value_stops_the_table_naming_the_
     assert piece.table is not None
     assert piece.table.schema.field("free").type == pa.decimal128(38, 20)
     assert piece.table.column("free").to_pylist() == [decimal.Decimal("1.00000000000000000001")]
+
+
+def test_a_table_without_key_columns_is_stopped_alike_by_the_lane_and_the_record_path() -> None:
+    """One key-column rule: before, the lane published a keyless table's rows while the record path stopped it."""
+    keyless = Topic("db.public.nokey", [field("id", "int32", optional=False), field("name", "string")], [])
+    records = [keyless.record("c", None, {"id": i, "name": f"n{i}"}) for i in range(3)]
+    context = CollectContext(mirror=MirrorSettings())
+    lane = check(context, records)
+    assert lane.collected.pieces == {}  # declined: the record path decides, and it stops the table
+    collected = SliceCollector(context).collect(records)
+    assert list(collected.stopped) == ["public.nokey"]
+    assert "has no key" in collected.stopped["public.nokey"]
