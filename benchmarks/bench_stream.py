@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks.cpu import ExecutorCpu, cpu_seconds, stage_task_cpu_seconds
-from benchmarks.events import BENCH_TOPIC, generated_events
+from benchmarks.events import BENCH_TOPIC, expected_ids, generated_events
 from connector.config import load_settings
 from connector.operate.metrics import HealthState
 from connector.sink import MirrorSink
@@ -128,6 +128,20 @@ def writer_limit(events: int, batch: int, folder: str, with_schema: bool) -> flo
     return events / elapsed
 
 
+def _check_mirror(landing_zone: str, events: int) -> None:
+    """A fast wrong run is never reported: the replayed mirror must hold exactly the ids the events leave."""
+    from connector.oracle.replay import replay_landing_zone
+
+    tables = replay_landing_zone(LocalStorage(landing_zone))
+    ids = {i for table in tables.values() for i in table.column("id").to_pylist()}
+    rows = sum(table.num_rows for table in tables.values())
+    want = expected_ids(events)
+    if ids != want or rows != len(want):
+        msg = f"MIRROR NOT EXACT: {rows} rows, {len(ids ^ want)} ids differ from the {len(want)} the events leave"
+        raise RuntimeError(msg)
+    print(f"mirror exact: {rows} rows, the ids the events leave")
+
+
 def bench_stream(args: argparse.Namespace) -> int:
     """Run the benchmark and print its figures; the last line is the one the README records."""
     from connector.stream.job import BatchWriter, spark_session
@@ -201,6 +215,7 @@ def bench_stream(args: argparse.Namespace) -> int:
             executors.sample()
             task_cpu = stage_task_cpu_seconds(spark.sparkContext.uiWebUrl, app_id)
             spark.stop()
+            _check_mirror(f"{scratch}/lz", events)
         finally:
             if not args.bootstrap_servers:
                 _stop_broker(broker_state)
@@ -211,8 +226,7 @@ def bench_stream(args: argparse.Namespace) -> int:
         f"batches={len(rss)}"
     )
     _print_memory(rss, jvm_rss)
-    per_million = 1_000_000 / events
-    executor_cpu = executors.total()
+    per_million, executor_cpu = 1_000_000 / events, executors.total()
     print(
         f"CPU-s per 1M events: driver Python {driver_cpu * per_million:.2f} (/proc/self/stat over the query); "
         f"executors {executor_cpu * per_million:.2f} ({executors.source}); Spark REST stage metrics "

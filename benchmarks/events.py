@@ -56,9 +56,9 @@ _KEY_SCHEMA = {"type": "struct", "fields": [{"field": "id", "type": "int64", "op
 def generated_events(count: int, with_schema: bool, partitions: int = 1) -> Iterator[KafkaRecord]:
     """``count`` Debezium events of a 10-column table: 70% creates, 25% updates, 5% deletes."""
     amount = base64.b64encode((123456).to_bytes(4, "big", signed=True)).decode()
+    next_offset = [0] * partitions
     for offset in range(count):
-        row_id = offset if offset % 20 < 14 else offset // 2
-        op = "c" if offset % 20 < 14 else ("u" if offset % 20 < 19 else "d")
+        row_id, op = _id_and_op(offset)
         row = {
             "id": row_id,
             "customer_id": offset % 9973,
@@ -83,6 +83,26 @@ def generated_events(count: int, with_schema: bool, partitions: int = 1) -> Iter
         if with_schema:
             key = {"schema": _KEY_SCHEMA, "payload": key}
             value = {"schema": _VALUE_SCHEMA, "payload": payload}
-        yield KafkaRecord(
-            BENCH_TOPIC, offset % partitions, offset // partitions, orjson.dumps(key), orjson.dumps(value)
-        )
+        # As Debezium does: a key always goes to the same partition, so per-key order is the partition's order.
+        partition = row_id % partitions
+        yield KafkaRecord(BENCH_TOPIC, partition, next_offset[partition], orjson.dumps(key), orjson.dumps(value))
+        next_offset[partition] += 1
+
+
+def _id_and_op(offset: int) -> tuple[int, str]:
+    """The row and the op of the ``offset``-th event: 70% creates, 25% updates, 5% deletes of earlier ids."""
+    if offset % 20 < 14:
+        return offset, "c"
+    return offset // 2, "u" if offset % 20 < 19 else "d"
+
+
+def expected_ids(count: int) -> set[int]:
+    """The ids a mirror of the first ``count`` generated events holds (a create, or an update, puts a row there)."""
+    present: set[int] = set()
+    for offset in range(count):
+        row_id, op = _id_and_op(offset)
+        if op == "d":
+            present.discard(row_id)
+        else:
+            present.add(row_id)
+    return present
