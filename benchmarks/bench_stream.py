@@ -66,6 +66,9 @@ def _fill(bootstrap: str, topic: str, events: int, partitions: int, with_schema:
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
+            # Each partition in the order produced, as Debezium's Connect producer keeps it: without idempotence a
+            # retried batch (the new topic's leader not ready yet) lands after later ones.
+            "enable.idempotence": True,
             "linger.ms": 50,
             "batch.size": 1_000_000,
             "compression.type": "lz4",
