@@ -27,6 +27,7 @@ from connector.config import MirrorSettings
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing_zone import STAGED_PREFIX
 from connector.publish.encoding import FileFormat
+from connector.publish.per_table import for_each_table
 from connector.storage.base import Storage, join
 
 #: A rewrite of a staged table (``restage``).
@@ -82,12 +83,19 @@ def marker_free_rows(context: CollectContext, file_format: FileFormat, piece: Ta
 
 
 def stage_slice(landing: Storage, batch_id: int, collected: Collected, context: CollectContext) -> Collected:
-    """Write every piece of ``collected`` with rows as staged files; the same outcome with metadata instead of rows."""
+    """Write every piece of ``collected`` with rows as staged files; the same outcome with metadata instead of rows.
+
+    A slice of many small tables writes many small files: on OneLake each is a few round trips, so the pieces
+    are written ``mirror.publish_parallelism`` at a time (encoding releases the GIL; uploads wait on the network).
+    """
     file_format = FileFormat(context.mirror.file_format, context.mirror.compression)
-    for tid, piece in collected.pieces.items():
-        if piece.table is None:
-            continue
-        collected.pieces[tid] = stage_piece(landing, batch_id, tid, piece, context, file_format)
+    tids = [tid for tid, piece in collected.pieces.items() if piece.table is not None]
+    staged = for_each_table(
+        lambda tid: stage_piece(landing, batch_id, tid, collected.pieces[tid], context, file_format),
+        tids,
+        context.mirror.publish_parallelism,
+    )
+    collected.pieces.update(zip(tids, staged, strict=True))
     return collected
 
 
