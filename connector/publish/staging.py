@@ -124,8 +124,11 @@ def stage_piece(
 def write_staged(landing: Storage, path: str, chunk: pa.Table, file_format: FileFormat) -> StagedFile:
     """Encode ``chunk`` and write it at ``path`` (a leftover of an earlier try of the same slice is replaced)."""
     data = file_format.encode(chunk)
-    landing.delete(path)
-    landing.create(path, data)
+    try:
+        landing.create(path, data)
+    except FileExistsError:
+        landing.delete(path)  # a retried task: its earlier attempt's file (the same batch, the same records)
+        landing.create(path, data)
     return StagedFile(path, chunk.num_rows, len(data), digest(data), ROW_MARKER_COLUMN in chunk.column_names)
 
 

@@ -43,6 +43,8 @@ class TablePlanner:
         self.numbering = numbering
         self.format = FileFormat(mirror.file_format, mirror.compression)
         self._partner_events_written = False
+        # Each table's _metadata.json content this process wrote or found equal (``_ensure_metadata``).
+        self._metadata: dict[str, dict[str, object]] = {}
 
     def partner_events(self, connector: str | None) -> None:
         """``_partnerEvents.json`` once per process, before the first data file (an existing one is kept)."""
@@ -78,8 +80,7 @@ class TablePlanner:
         merged = merge_schema(ref.id, table_state.arrow_schema(), files.schema, where)
         with_marker_field = files.schema.append(pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False))
         extra = self.format.metadata_properties(with_marker_field.empty_table())
-        if ensure_table_metadata(self.landing, ref, table_metadata(files.key_columns, extra)):
-            self._check_not_deleted(ref, table_state)
+        self._ensure_metadata(ref, table_metadata(files.key_columns, extra), table_state)
         staged, incremental = self._in_order(files, table_state.incremental)
         number = table_state.next_number
         planned = []
@@ -145,6 +146,20 @@ class TablePlanner:
         )
         log.warning("table %s: %s", ref.id, reason)
         return begin_rebuild(table_state, reason)
+
+    def _ensure_metadata(self, ref: TableRef, content: dict[str, object], table_state: TableState) -> None:
+        """``_metadata.json`` written once and meaning ``content``; a deleted folder found on the way stops the table.
+
+        Once this process wrote or checked it with the same content, one existence check stands for the whole
+        comparison (on OneLake the create attempt and the read are five round trips per table and batch). A
+        missing file goes the whole way: that is how a folder deleted under us shows.
+        """
+        path = join(ref.folder, METADATA_FILE)
+        if self._metadata.get(ref.id) == content and self.landing.exists(path):
+            return
+        if ensure_table_metadata(self.landing, ref, content):
+            self._check_not_deleted(ref, table_state)
+        self._metadata[ref.id] = content
 
     def _check_not_deleted(self, ref: TableRef, table_state: TableState) -> None:
         """``_metadata.json`` was missing from a table that has files: was the folder deleted under us?
