@@ -15,6 +15,7 @@ two sides cannot drift apart. Three ways to read ``_metadata.json``, each for it
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -82,9 +83,16 @@ def parse_data_file_name(name: str) -> tuple[int, str] | None:
     return int(match[1]), match[2]
 
 
-def staged_file_name(batch_id: int, number: int, extension: str) -> str:
-    """Name of a file written before its batch is planned; the leading underscore keeps mirroring off it."""
-    return f"{STAGED_PREFIX}{batch_id}_{number:0{FILE_NUMBER_DIGITS}d}.{extension}"
+def staged_file_name(batch_id: int, first: tuple[str, int, int], chunk: int, extension: str) -> str:
+    """Name of a file staged before its batch is planned; the leading underscore keeps mirroring off it.
+
+    A function of the batch and the piece's first record (topic, partition, offset) and the chunk: a retried
+    task rewrites only its own file. The topic is hashed: names stay short and free of characters a file
+    system may refuse.
+    """
+    topic, partition, offset = first
+    slice_id = f"{hashlib.sha1(topic.encode(), usedforsecurity=False).hexdigest()[:12]}-{partition}-{offset}"
+    return f"{STAGED_PREFIX}{batch_id}_{slice_id}_{chunk}.{extension}"
 
 
 def discover_tables(storage: Storage) -> list[TableRef]:

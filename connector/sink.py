@@ -310,11 +310,6 @@ class MirrorSink:
         """Whether interrupted batches were completed since the last failure (``recover``)."""
         return self._recovered
 
-    @property
-    def publishing(self) -> bool:
-        """Whether a plan is written and not yet published and committed (``finish`` is due)."""
-        return self._unpublished is not None
-
     def _forget_batch(self) -> None:
         self._toast.rollback()
         # What this batch learnt of the landing zone (first-touch scans) and of its own progress (a plan

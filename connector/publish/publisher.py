@@ -39,12 +39,12 @@ def highest_number(storage: Storage, folder: str) -> int:
     return highest
 
 
-def remove_orphans(storage: Storage, folder: str, keep: set[str]) -> int:
+def remove_orphans(storage: Storage, folder: str) -> int:
     """Delete staged files of batches that never reached a plan; returns how many."""
     removed = 0
     for info in storage.list_dir(folder):
         name = info.path.rsplit("/", 1)[-1]
-        if not info.is_dir and name.startswith(STAGED_PREFIX) and info.path not in keep:
+        if not info.is_dir and name.startswith(STAGED_PREFIX):
             storage.delete(info.path)
             removed += 1
     return removed
@@ -106,7 +106,7 @@ def remove_leftovers(storage: Storage, state: LedgerState) -> None:
     for path in storage.cleanup_temporary():
         log.info("removed an interrupted upload: %s", path)
     for folder in table_folders(storage, state):
-        removed = remove_orphans(storage, folder, keep=set())
+        removed = remove_orphans(storage, folder)
         if removed:
             log.info("removed %d staged files of an unplanned batch in %s", removed, folder)
 

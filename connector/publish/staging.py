@@ -25,7 +25,7 @@ from connector.collect.pieces import CollectContext, Collected, StagedFile, Tabl
 from connector.collect.table_buffer import MARKER_TYPE
 from connector.config import MirrorSettings
 from connector.events import ROW_MARKER_COLUMN
-from connector.landing_zone import STAGED_PREFIX
+from connector.landing_zone import staged_file_name
 from connector.publish.encoding import FileFormat
 from connector.publish.per_table import for_each_table
 from connector.storage.base import Storage, join
@@ -41,16 +41,6 @@ SNAPSHOT_UPSERT_MARKER = 4
 def digest(data: bytes) -> str:
     """Content hash recorded in the plan and checked when a destination already exists."""
     return hashlib.sha256(data).hexdigest()
-
-
-def staged_name(batch_id: int, first: tuple[str, int, int], chunk: int, extension: str) -> str:
-    """The staged file name of chunk ``chunk`` of the piece whose first record is ``first`` in batch ``batch_id``.
-
-    The topic is hashed: names stay short and free of characters a file system may refuse.
-    """
-    topic, partition, offset = first
-    slice_id = f"{hashlib.sha1(topic.encode(), usedforsecurity=False).hexdigest()[:12]}-{partition}-{offset}"
-    return f"{STAGED_PREFIX}{batch_id}_{slice_id}_{chunk}.{extension}"
 
 
 def split_rows(table: pa.Table, mirror: MirrorSettings) -> list[pa.Table]:
@@ -116,7 +106,7 @@ def stage_piece(
     files = []
     chunks = (chunk for part in parts for chunk in split_rows(part, context.mirror))
     for number, chunk in enumerate(chunks):
-        path = join(piece.ref.folder, staged_name(batch_id, piece.first, number, file_format.extension))
+        path = join(piece.ref.folder, staged_file_name(batch_id, piece.first, number, file_format.extension))
         files.append(write_staged(landing, path, chunk, file_format))
     return replace(piece, table=None, files=tuple(files), schema=schema)
 
