@@ -31,6 +31,7 @@ KNOWN_METRICS = frozenset(
     {
         "cdc_mirror_events_total",
         "cdc_mirror_rows_published_total",
+        "cdc_mirror_rows_published_marker_free_total",
         "cdc_mirror_files_published_total",
         "cdc_mirror_bytes_published_total",
         "cdc_mirror_batch_duration_seconds",

@@ -78,6 +78,22 @@ def test_only_known_metrics_are_used(source: str) -> None:
     assert used <= promql_catalog.KNOWN_METRICS, f"unknown metrics: {sorted(used - promql_catalog.KNOWN_METRICS)}"
 
 
+def test_catalogue_is_every_metric_the_connector_exposes() -> None:
+    # KNOWN_METRICS is the contract the dashboard must cover: a metric added to connector/operate/metrics.py and
+    # missing here would have no panel and no test saying so.
+    # Every instrument the module declares, registered at import or on first use (fabric_status_readable).
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from connector.operate import metrics
+
+    families = [f for m in vars(metrics).values() if isinstance(m, MetricWrapperBase) for f in m.describe()]
+    exposed = {f.name + "_total" if f.type == "counter" else f.name for f in families}
+    assert exposed == promql_catalog.KNOWN_METRICS, {
+        "missing from KNOWN_METRICS": sorted(exposed - promql_catalog.KNOWN_METRICS),
+        "not exposed by the connector": sorted(promql_catalog.KNOWN_METRICS - exposed),
+    }
+
+
 def test_dashboard_shows_every_metric() -> None:
     used = set().union(*(promql_catalog.metric_names(e) for e in promql_catalog.dashboard_expressions()))
     assert promql_catalog.KNOWN_METRICS <= used, sorted(promql_catalog.KNOWN_METRICS - used)

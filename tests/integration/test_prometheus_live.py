@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.deploy.promql_catalog import METRIC_RE, alert_expressions, dashboard_expressions, grafana_substitute
+from tests.support.debezium import Topic, field
 from tests.support.fabric_api_double import MIRRORED_DATABASE_ID, TOKEN, WORKSPACE_ID, FabricApiDouble
 from tests.support.kafka import REPO_ROOT, produce
 from tests.support.model import Workload
@@ -64,6 +65,12 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
     # An undecodable record: under poison_policy dead-letter it goes to the dead-letter folder, and only then
     # does cdc_mirror_dead_letters_total{table} exist, so the dead-letter panel and alert get data.
     produce(kafka_bootstrap, [workload.customers.raw(b'{"op":"c","after":')])
+    # A table whose every event is a read of Debezium's initial snapshot: its initial load is published without
+    # __rowMarker__, and only then does cdc_mirror_rows_published_marker_free_total{table} exist (its panel's data).
+    loaded = Topic("prom.public.loaded", [field("id", "int32", optional=False), field("name", "string")], ["id"])
+    make_topic(loaded.name, 1)
+    reads = [loaded.record("r", None, {"id": i, "name": f"row {i}"}, snapshot="true") for i in range(1, 20)]
+    produce(kafka_bootstrap, [*reads, loaded.record("r", None, {"id": 20, "name": "row 20"}, snapshot="last")])
     connector_config = tmp_path / "connector.yaml"
     connector_config.write_text(
         "mirror:\n  poison_policy: dead-letter\ndead_letter:\n  kind: folder\n"
@@ -148,6 +155,7 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
         assert missing == [], f"metrics used by alerts without data: {missing}"
         assert query(prometheus, 'up{job="debezium-fabric-mirror"} == 1')
         assert query(prometheus, 'cdc_mirror_dead_letters_total{table="public.customers"} == 1')
+        assert query(prometheus, 'cdc_mirror_rows_published_marker_free_total{table="public.loaded"} == 20')
         assert query(prometheus, "cdc_mirror_ready == 1") and query(prometheus, "cdc_mirror_kafka_reachable == 1")
         # Fabric's view, read through every page of the double with the token from ${env:...}.
         assert query(prometheus, "cdc_mirror_fabric_status_readable == 1")
