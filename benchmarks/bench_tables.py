@@ -19,6 +19,7 @@ import os
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -200,6 +201,7 @@ def bench_tables(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
             produce_one_update(bootstrap, topics[:1], partitions, expected)
             service.wait_for(lambda b: sum(x["records"] for x in b) >= 1, args.timeout, "the warm-up batch")
             requests_before = sum(server.requests.values()) if server else 0
+            operations_before = Counter(server.operations) if server else Counter()
             time.sleep(1)
             warm = len(service.batches())
             produce_one_update(bootstrap, topics, partitions, expected)
@@ -211,6 +213,7 @@ def bench_tables(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
             # the trigger (at most one interval) and every part of the batch, whatever the log line counts.
             update_wall_s = time.perf_counter() - produced_at
             update_requests = (sum(server.requests.values()) - requests_before) if server else 0
+            update_operations = (Counter(server.operations) - operations_before) if server else Counter()
         finally:
             stop_code = service.stop()
         print(f"service (trigger {args.trigger}, exit {stop_code} on SIGTERM): {_summary(batches)}")
@@ -229,7 +232,9 @@ def bench_tables(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
         print(
             f"DFS requests (each +{args.request_ms:g} ms): catch-up {catch_up_requests} "
             f"({catch_up_requests / tables:.1f} per table), update batch {update_requests} "
-            f"({update_requests / tables:.1f} per changed table)"
+            f"({update_requests / tables:.1f} per changed table: "
+            + ", ".join(f"{op} {n / tables:.2f}" for op, n in update_operations.most_common())
+            + ")"
         )
     print(
         f"limit: bare client, create+rename of {tables} small files with 16 threads on the same landing zone: "

@@ -83,16 +83,17 @@ def parse_data_file_name(name: str) -> tuple[int, str] | None:
     return int(match[1]), match[2]
 
 
-def staged_file_name(batch_id: int, first: tuple[str, int, int], chunk: int, extension: str) -> str:
+def staged_file_name(batch_id: int, first: tuple[str, int, int], chunk: int, attempt: str, extension: str) -> str:
     """Name of a file staged before its batch is planned; the leading underscore keeps mirroring off it.
 
-    A function of the batch and the piece's first record (topic, partition, offset) and the chunk: a retried
-    task rewrites only its own file. The topic is hashed: names stay short and free of characters a file
-    system may refuse.
+    The batch, the piece's first record (topic, partition, offset), the chunk, and the staging attempt: every
+    attempt of a task (retried, speculative, or a zombie of a lost executor) writes names of its own, so one
+    attempt never writes over a file another attempt reported, and a staged file needs no atomic upload. The
+    topic is hashed: names stay short and free of characters a file system may refuse.
     """
     topic, partition, offset = first
     slice_id = f"{hashlib.sha1(topic.encode(), usedforsecurity=False).hexdigest()[:12]}-{partition}-{offset}"
-    return f"{STAGED_PREFIX}{batch_id}_{slice_id}_{chunk}.{extension}"
+    return f"{STAGED_PREFIX}{batch_id}_{slice_id}_{chunk}_{attempt}.{extension}"
 
 
 def discover_tables(storage: Storage) -> list[TableRef]:

@@ -143,6 +143,11 @@ class FencedStorage(Storage):
         self.inner.create(path, data)
 
     @override
+    def write_aside(self, path: str, data: bytes) -> None:
+        self.fence.check()
+        self.inner.write_aside(path, data)
+
+    @override
     def replace(self, path: str, data: bytes) -> None:
         self.fence.check()
         self.inner.replace(path, data)

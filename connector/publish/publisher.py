@@ -26,17 +26,14 @@ def highest_number(storage: Storage, folder: str) -> int:
     """Highest data-file number in a table folder, its ``_ProcessedFiles`` and ``_FilesReadyToDelete``.
 
     Open mirroring deletes processed files but keeps the last one, and moves processed files to those
-    folders, so the next number is one past the highest found anywhere (0 when none).
+    folders, so the next number is one past the highest found anywhere (0 when none). Those folders are
+    listed only when the table folder's listing shows them: one round trip instead of three without them.
     """
-    highest = 0
-    for sub in ("", *PROCESSED_FOLDERS):
-        for info in storage.list_dir(join(folder, sub)):
-            if info.is_dir:
-                continue
-            parsed = parse_data_file_name(info.path.rsplit("/", 1)[-1])
-            if parsed:
-                highest = max(highest, parsed[0])
-    return highest
+    entries = storage.list_dir(folder)
+    for info in [e for e in entries if e.is_dir and e.path.rsplit("/", 1)[-1] in PROCESSED_FOLDERS]:
+        entries.extend(storage.list_dir(info.path))
+    numbers = [parse_data_file_name(e.path.rsplit("/", 1)[-1]) for e in entries if not e.is_dir]
+    return max((parsed[0] for parsed in numbers if parsed), default=0)
 
 
 def remove_orphans(storage: Storage, folder: str) -> int:

@@ -3,17 +3,19 @@
 This runs where the slice was collected: in a Spark task on an executor (``connector.stream.slices``), or in
 the driver for the records it collects itself (``convert``, ``spark.decode_on: driver``, ``keep-last``
 tables). Each piece is split within the file-size limits, encoded, and written as
-``_staged_<batch>_<slice>_<chunk>.<ext>``, a name that is a function of the batch id and the piece's first
-record (topic, partition, offset): a retried or speculative task rewrites only its own files, with the same
-bytes, and never a numbered file. Mirroring ignores ``_``-prefixed names until the driver renames a file to
-its number, after the batch's plan is recorded. Only metadata (paths, rows, sizes, SHA-256, column types)
-goes back to the driver.
+``_staged_<batch>_<slice>_<chunk>_<attempt>.<ext>``: the batch id, the piece's first record (topic, partition,
+offset) and a token of this staging attempt, so a retried or speculative task writes files of its own and never
+one another attempt reported, nor a numbered file. Mirroring ignores ``_``-prefixed names until the driver
+renames a file to its number, after the batch's plan is recorded; the files of an attempt that never reported
+are orphans, removed at start-up. Only metadata (paths, rows, sizes, SHA-256, column types) goes back to the
+driver.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TypeAlias
@@ -80,8 +82,9 @@ def stage_slice(landing: Storage, batch_id: int, collected: Collected, context: 
     """
     file_format = FileFormat(context.mirror.file_format, context.mirror.compression)
     tids = [tid for tid, piece in collected.pieces.items() if piece.table is not None]
+    attempt = secrets.token_hex(4)
     staged = for_each_table(
-        lambda tid: stage_piece(landing, batch_id, tid, collected.pieces[tid], context, file_format),
+        lambda tid: stage_piece(landing, batch_id, tid, collected.pieces[tid], context, file_format, attempt),
         tids,
         context.mirror.publish_parallelism,
     )
@@ -90,9 +93,18 @@ def stage_slice(landing: Storage, batch_id: int, collected: Collected, context: 
 
 
 def stage_piece(
-    landing: Storage, batch_id: int, tid: str, piece: TablePiece, context: CollectContext, file_format: FileFormat
+    landing: Storage,
+    batch_id: int,
+    tid: str,
+    piece: TablePiece,
+    context: CollectContext,
+    file_format: FileFormat,
+    attempt: str,
 ) -> TablePiece:
-    """Encode and write one piece's rows; the piece with its staged files and column types, without its rows."""
+    """Encode and write one piece's rows; the piece with its staged files and column types, without its rows.
+
+    ``attempt``: the token that keeps this staging attempt's file names apart from every other attempt's.
+    """
     table = piece.table
     assert table is not None  # noqa: S101 - callers pass pieces that hold rows
     schema = pa.schema([f for f in table.schema if f.name != ROW_MARKER_COLUMN])
@@ -106,19 +118,15 @@ def stage_piece(
     files = []
     chunks = (chunk for part in parts for chunk in split_rows(part, context.mirror))
     for number, chunk in enumerate(chunks):
-        path = join(piece.ref.folder, staged_file_name(batch_id, piece.first, number, file_format.extension))
+        path = join(piece.ref.folder, staged_file_name(batch_id, piece.first, number, attempt, file_format.extension))
         files.append(write_staged(landing, path, chunk, file_format))
     return replace(piece, table=None, files=tuple(files), schema=schema)
 
 
 def write_staged(landing: Storage, path: str, chunk: pa.Table, file_format: FileFormat) -> StagedFile:
-    """Encode ``chunk`` and write it at ``path`` (a leftover of an earlier try of the same slice is replaced)."""
+    """Encode ``chunk`` and write it at ``path``, a staged name of this attempt's own (``Storage.write_aside``)."""
     data = file_format.encode(chunk)
-    try:
-        landing.create(path, data)
-    except FileExistsError:
-        landing.delete(path)  # a retried task: its earlier attempt's file (the same batch, the same records)
-        landing.create(path, data)
+    landing.write_aside(path, data)
     return StagedFile(path, chunk.num_rows, len(data), digest(data), ROW_MARKER_COLUMN in chunk.column_names)
 
 

@@ -118,6 +118,19 @@ class Storage(ABC):
             FileExistsError: ``path`` already exists; it is left untouched.
         """
 
+    def write_aside(self, path: str, data: bytes) -> None:
+        """Write a new file at an ``_``-prefixed ``path`` unique to this write, in the fewest round trips.
+
+        For staged files only: mirroring ignores the name, and nothing reads the file until its writer's metadata
+        reaches the driver, which then renames it (``rename_new``). So the write need not be atomic: a crash can
+        leave the file partial, but then its writer never reported it and the file is an orphan that start-up
+        removes. The default is ``create`` (atomic, and as cheap on a local disk); OneLake skips its upload aside.
+
+        Raises:
+            FileExistsError: ``path`` already exists (where the medium can tell at no cost); it is left untouched.
+        """
+        self.create(path, data)
+
     @abstractmethod
     def replace(self, path: str, data: bytes) -> None:
         """Atomically write ``path``, replacing any previous content (used for checkpoint state only)."""

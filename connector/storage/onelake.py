@@ -183,6 +183,20 @@ class OneLakeStorage(Storage):
         """Upload to a ``_tmp_`` file, then rename it into place with ``If-None-Match: *``."""
         self._write(path, data, overwrite=False, operation="create")
 
+    def write_aside(self, path: str, data: bytes) -> None:
+        """Upload straight to ``path`` (create, append, flush with the MD5): no ``_tmp_`` file and no rename.
+
+        Three round trips instead of four for every staged file. Each step is retried as ``_upload`` says; the
+        name is unique to this write, so the create may replace only an earlier attempt of this same write.
+        """
+        full = self._full(path)
+        if not full:
+            msg = "write_aside needs a file path, not the storage root"
+            raise ValueError(msg)
+        fingerprint = _Fingerprint(len(data), hashlib.md5(data, usedforsecurity=False).digest())
+        with self._call("write_aside", path):
+            self._upload(full, data, fingerprint)
+
     def replace(self, path: str, data: bytes) -> None:
         """Upload to a ``_tmp_`` file, then rename it over ``path``: readers see old or new, never half."""
         self._write(path, data, overwrite=True, operation="replace")

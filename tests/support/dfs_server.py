@@ -249,6 +249,8 @@ class DfsTestServer:
         self.injected: Counter[str] = Counter()
         #: Storage requests that reached the store (not faulted), by HTTP method.
         self.requests: Counter[str] = Counter()
+        #: The same requests by operation (``create``, ``append``, ``flush``, ``rename``, ``properties``, ``list``, …).
+        self.operations: Counter[str] = Counter()
         #: The App Service ``IDENTITY_HEADER`` secret the managed identity endpoint insists on.
         self.identity_header = secrets.token_urlsafe(24)
         #: Tokens the managed identity endpoint handed out, and the resource each was asked for.
@@ -579,6 +581,7 @@ class _DfsTestHandler(BaseHTTPRequestHandler):
         if parts.path.rstrip("/") == _IDENTITY_PATH:
             return self._identity_token(query)
         double.requests[self.command] += 1
+        double.operations[self._operation()] += 1
         scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             double.authorized["none"] += 1

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 from benchmarks.events import generated_events
-from connector.collect.lane import LaneResult, collect_in_lane
+from connector.collect.lane import LANE_MIN_RECORDS, LaneResult, collect_in_lane
 from connector.collect.pieces import CollectContext, Collected
 from connector.collect.record_path import SliceCollector
 from connector.config import MirrorSettings, TableSettings
@@ -52,7 +52,7 @@ def as_arrow(records: list[KafkaRecord]) -> pa.Table:
 
 
 def through_lane(context: CollectContext, records: list[KafkaRecord]) -> tuple[LaneResult, Collected]:
-    lane = collect_in_lane(context, as_arrow(records))
+    lane = collect_in_lane(context, as_arrow(records), min_records=1)
     rest, problems = records_from_arrow(lane.rest)
     assert not problems
     return lane, SliceCollector(context).collect(rest).absorb(lane.collected)
@@ -606,3 +606,23 @@ def test_a_table_without_key_columns_is_stopped_alike_by_the_lane_and_the_record
     collected = SliceCollector(context).collect(records)
     assert list(collected.stopped) == ["public.nokey"]
     assert "has no key" in collected.stopped["public.nokey"]
+
+
+def test_topics_of_few_records_go_to_the_record_path_and_collect_alike() -> None:
+    """A batch touching many tables with a change or two each: the lane's fixed cost per topic would dominate.
+
+    Below ``LANE_MIN_RECORDS`` records in the slice a topic is the record path's; at it, the lane's. Either way
+    the outcome is the record path's, also when a big topic shares the slice with small ones.
+    """
+    context = CollectContext(MirrorSettings())
+    big, small = orders(), Topic("dbserver1.public.tiny", [field("id", "int32", optional=False)], ["id"])
+    records = [big.record("c", None, order_row(i)) for i in range(LANE_MIN_RECORDS)]
+    records += [small.record("c", None, {"id": i}) for i in range(LANE_MIN_RECORDS - 1)]
+    expected = SliceCollector(context).collect(records)
+    lane = collect_in_lane(context, as_arrow(records))
+    assert lane.topics == [big.name]
+    assert lane.rest.num_rows == LANE_MIN_RECORDS - 1
+    rest, problems = records_from_arrow(lane.rest)
+    assert not problems
+    assert_same(expected, SliceCollector(context).collect(rest).absorb(lane.collected))
+    assert collect_in_lane(context, as_arrow(records[1:])).topics == []

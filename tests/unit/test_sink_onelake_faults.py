@@ -62,7 +62,7 @@ def test_thousands_of_events_through_20_percent_throttling_publish_exactly_the_s
         # The service really was throttling, with both statuses, throughout.
         faults, answered = sum(server.injected.values()), sum(server.requests.values())
         assert faults >= 0.15 * (faults + answered), (server.injected, server.requests)
-        assert server.injected["429"] > 50 and server.injected["503"] > 50, server.injected
+        assert server.injected["429"] > 25 and server.injected["503"] > 25, server.injected
         # The landing zone is valid and replays to exactly the source's state.
         assert [str(p) for p in validate_landing_zone(storage)] == []
         assert replayed_rows(replay_landing_zone(storage)) == workload.expected()
