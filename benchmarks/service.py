@@ -94,6 +94,24 @@ def create_topics(bootstrap: str, topics: Iterable[str], partitions: int) -> Non
         )
         for future in futures.values():
             future.result(120)
+    # A created topic can still be unknown to the broker for a while (its metadata catching up under load): a
+    # record produced meanwhile fails with UNKNOWN_TOPIC_OR_PART. Wait until every partition has a leader.
+    deadline = time.monotonic() + 300
+    while True:
+        known = admin.list_topics(timeout=30).topics
+        missing = [
+            name
+            for name in names
+            if name not in known
+            or len(known[name].partitions) != partitions
+            or any(p.leader < 0 for p in known[name].partitions.values())
+        ]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            msg = f"{len(missing)} created topics still have no leader, the first: {missing[0]}"
+            raise RuntimeError(msg)
+        time.sleep(1)
 
 
 def producer(bootstrap: str) -> Any:
@@ -109,14 +127,33 @@ def producer(bootstrap: str) -> Any:
     )
 
 
+#: Records the broker refused or that timed out (``topic[partition]: error``): a flush counts them as done.
+UNDELIVERED: list[str] = []
+
+
+def _delivered(err: Any, msg: Any) -> None:
+    if err is not None:
+        UNDELIVERED.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+
 def send(prod: Any, topic: str, partition: int, key: bytes, value: bytes) -> None:
     """Produce one record, waiting for room in the producer's queue when it is full."""
     while True:
         try:
-            prod.produce(topic, value, key, partition=partition)
+            prod.produce(topic, value, key, partition=partition, on_delivery=_delivered)
             return
         except BufferError:
             prod.poll(0.2)
+
+
+def flush_delivered(prod: Any, timeout_s: float = 120) -> None:
+    """Wait until every record sent is delivered; a record the broker refused fails the benchmark, named."""
+    if prod.flush(timeout_s):
+        msg = "not every record was delivered"
+        raise RuntimeError(msg)
+    if UNDELIVERED:
+        msg = f"{len(UNDELIVERED)} records were not delivered, the first: {UNDELIVERED[0]}"
+        raise RuntimeError(msg)
 
 
 @dataclass
