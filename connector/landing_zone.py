@@ -83,6 +83,11 @@ def parse_data_file_name(name: str) -> tuple[int, str] | None:
     return int(match[1]), match[2]
 
 
+def staged_batch_prefix(batch_id: int) -> str:
+    """The start of every staged file name of batch ``batch_id`` (``staged_file_name``)."""
+    return f"{STAGED_PREFIX}{batch_id}_"
+
+
 def staged_file_name(batch_id: int, first: tuple[str, int, int], chunk: int, attempt: str, extension: str) -> str:
     """Name of a file staged before its batch is planned; the leading underscore keeps mirroring off it.
 
@@ -93,7 +98,7 @@ def staged_file_name(batch_id: int, first: tuple[str, int, int], chunk: int, att
     """
     topic, partition, offset = first
     slice_id = f"{hashlib.sha1(topic.encode(), usedforsecurity=False).hexdigest()[:12]}-{partition}-{offset}"
-    return f"{STAGED_PREFIX}{batch_id}_{slice_id}_{chunk}_{attempt}.{extension}"
+    return f"{staged_batch_prefix(batch_id)}{slice_id}_{chunk}_{attempt}.{extension}"
 
 
 def discover_tables(storage: Storage) -> list[TableRef]:

@@ -39,7 +39,13 @@ from connector.publish.batch_result import BatchResult
 from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
 from connector.publish.numbering import FileNumbering
 from connector.publish.per_table import for_each_table
-from connector.publish.publisher import highest_number, publish_plan, remove_leftovers, table_folders
+from connector.publish.publisher import (
+    highest_number,
+    publish_plan,
+    remove_leftovers,
+    remove_orphans,
+    table_folders,
+)
 from connector.publish.source_identity import SourceClaim
 from connector.publish.source_offsets import check_batch
 from connector.publish.staging import stage_slice
@@ -58,6 +64,7 @@ class PlannedBatch:
     plan: BatchPlan | None
     result: BatchResult
     started: float  # monotonic seconds when the batch began
+    retried_folders: frozenset[str] = frozenset()  # where failed task attempts may have staged (``Collected.retried``)
 
 
 class MirrorSink:
@@ -270,14 +277,16 @@ class MirrorSink:
             self.admit_source(merged.topics.values())
             self._dead_letter(batch_id, slices, result)
             plan = self._plan(batch_id, merged, result)
+            retried = frozenset(folder for part in slices if part.retried for folder in part.staged_folders())
             if plan.files:
                 self.ledger.write_plan(plan)
                 self._unpublished = plan
-                return PlannedBatch(plan, result, started)
+                return PlannedBatch(plan, result, started, retried)
             self.ledger.commit_state(plan.state)
         except BaseException:
             self._forget_batch()
             raise
+        self._remove_failed_attempts(batch_id, retried)
         return PlannedBatch(None, result, started)
 
     def discard(self, slices: Sequence[Collected]) -> None:
@@ -300,6 +309,8 @@ class MirrorSink:
             raise
         finally:
             self._unpublished = None
+        if planned.plan is not None:
+            self._remove_failed_attempts(planned.plan.batch_id, planned.retried_folders)
         self._toast.commit()
         self._numbering.commit()
         result.duration_s = time.monotonic() - planned.started
@@ -309,6 +320,17 @@ class MirrorSink:
     def recovered(self) -> bool:
         """Whether interrupted batches were completed since the last failure (``recover``)."""
         return self._recovered
+
+    def _remove_failed_attempts(self, batch_id: int, folders: frozenset[str]) -> None:
+        """Delete what failed task attempts of the committed batch ``batch_id`` staged (their files are no plan's).
+
+        Only folders a retried task staged in are listed: a batch without retries costs no request. A file an
+        attempt still writes after this (a zombie of a lost executor) goes at the next start.
+        """
+        for folder in sorted(folders):
+            removed = remove_orphans(self.landing, folder, batch_id)
+            if removed:
+                log.info("removed %d staged files of failed task attempts of batch %d in %s", removed, batch_id, folder)
 
     def _forget_batch(self) -> None:
         self._toast.rollback()

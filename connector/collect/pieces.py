@@ -185,6 +185,13 @@ class Collected:
     poison: list[DeadLetter] = field(default_factory=list)  # under poison_policy dead-letter
     problems: list[str] = field(default_factory=list)
     records: int = 0
+    #: Collected by a retried attempt of its Spark task: an earlier attempt may have staged files (under names of
+    #: its own) in these tables' folders, which no plan will name; the driver removes them once the batch commits.
+    retried: bool = False
+
+    def staged_folders(self) -> set[str]:
+        """The folders this slice's pieces were staged in."""
+        return {piece.ref.folder for piece in self.pieces.values()}
 
     def absorb(self, other: Collected) -> Collected:
         """Add ``other``'s outcome (of tables this one does not hold: the lane's and the record path's) to this."""
@@ -198,6 +205,7 @@ class Collected:
         self.deferred.extend(other.deferred)
         self.poison.extend(other.poison)
         self.problems.extend(other.problems)
+        self.retried = self.retried or other.retried
         return self
 
 

@@ -11,7 +11,13 @@ from dataclasses import replace
 
 from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt
-from connector.landing_zone import PROCESSED_FOLDERS, STAGED_PREFIX, discover_tables, parse_data_file_name
+from connector.landing_zone import (
+    PROCESSED_FOLDERS,
+    STAGED_PREFIX,
+    discover_tables,
+    parse_data_file_name,
+    staged_batch_prefix,
+)
 from connector.publish.batch_result import BatchResult
 from connector.publish.ledger import BatchPlan, LedgerState, PlannedFile
 from connector.publish.per_table import for_each_table
@@ -36,12 +42,18 @@ def highest_number(storage: Storage, folder: str) -> int:
     return max((parsed[0] for parsed in numbers if parsed), default=0)
 
 
-def remove_orphans(storage: Storage, folder: str) -> int:
-    """Delete staged files of batches that never reached a plan; returns how many."""
+def remove_orphans(storage: Storage, folder: str, batch_id: int | None = None) -> int:
+    """Delete staged files no plan will publish (only batch ``batch_id``'s, when given); returns how many.
+
+    Without ``batch_id``: at start-up, once every recorded plan is published. With it: once that batch committed
+    (every file of its plan renamed), the files a failed attempt of one of its tasks staged; the next batch, which
+    may be staging already, is left alone.
+    """
+    prefix = STAGED_PREFIX if batch_id is None else staged_batch_prefix(batch_id)
     removed = 0
     for info in storage.list_dir(folder):
         name = info.path.rsplit("/", 1)[-1]
-        if not info.is_dir and name.startswith(STAGED_PREFIX):
+        if not info.is_dir and name.startswith(prefix):
             storage.delete(info.path)
             removed += 1
     return removed

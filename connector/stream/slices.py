@@ -70,8 +70,17 @@ def collect_partition(task: SliceTask, batches: Iterator[pa.RecordBatch]) -> Ite
         return
     collected = collect_slice(task.context, pa.Table.from_batches(arrow_batches), columnar=task.columnar)
     staged = stage_slice(_landing(task.landing_url, task.credential), task.batch_id, collected, task.context)
+    staged.retried = _is_retry()
     data = pickle.dumps(staged, protocol=pickle.HIGHEST_PROTOCOL)
     yield pa.RecordBatch.from_arrays([pa.array([data], type=pa.binary())], schema=_SLICE_SCHEMA)
+
+
+def _is_retry() -> bool:
+    """Whether this Spark task is a later attempt (after a failed or lost one, whose staged files stay behind)."""
+    from pyspark import TaskContext  # only inside a Spark task
+
+    context = TaskContext.get()
+    return context is not None and context.attemptNumber() > 0
 
 
 _opened: dict[tuple[str, str], Storage] = {}

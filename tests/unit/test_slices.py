@@ -120,6 +120,7 @@ def test_a_spark_partition_becomes_one_pickled_slice(tmp_path: Path) -> None:
     (out,) = list(collect_partition(task, iter([batch])))
     collected = pickle.loads(out.column(0)[0].as_py())
     assert collected.records == len(records)
+    assert collected.retried is False  # outside a retried Spark task
     assert sum(p.rows for p in collected.pieces.values()) >= len([r for r in records if r.value])
     # Only metadata comes back: the rows are in the files the task staged in the landing zone.
     assert all(p.table is None and p.files for p in collected.pieces.values())
@@ -129,3 +130,34 @@ def test_a_spark_partition_becomes_one_pickled_slice(tmp_path: Path) -> None:
     assert replayed_rows(replay_landing_zone(LocalStorage(tmp_path / "lz"))) == workload.expected()
     assert not list((tmp_path / "lz").rglob("_staged_*"))
     assert list(collect_partition(task, iter([]))) == []
+
+
+def test_what_a_failed_task_attempt_staged_goes_once_its_batch_commits(tmp_path: Path) -> None:
+    """A task attempt that died after staging left files no plan names; its retry's slice says it was a retry.
+
+    Once the batch commits, the driver removes that batch's staged files from the retried slice's folders, and
+    leaves the next batch's (it may be staging already) and every numbered file alone.
+    """
+    workload = Workload("retried", partitions=2, seed=3)
+    sink = sink_at(tmp_path)
+    publish_in_slices(sink, 0, workload.records(200))
+    context = sink.collect_context()
+    records = workload.records(200)
+    parts = by_partition(records)
+    failed = stage_slice(sink.landing, 1, SliceCollector(context).collect(parts[0]), context)  # died after this
+    retry = stage_slice(sink.landing, 1, SliceCollector(context).collect(parts[0]), context)
+    retry.retried = True
+    others = [stage_slice(sink.landing, 1, SliceCollector(context).collect(part), context) for part in parts[1:]]
+    orphans = [f.path for piece in failed.pieces.values() for f in piece.files]
+    folder = next(iter(failed.pieces.values())).ref.folder
+    next_batch = f"{folder}/_staged_2_early_0_abcd.parquet"
+    sink.landing.create(next_batch, b"staged by batch 2 already")
+    assert orphans and all(sink.landing.exists(path) for path in orphans)
+
+    sink.process_collected(1, [pickle.loads(pickle.dumps(s)) for s in [retry, *others]])
+
+    assert not any(sink.landing.exists(path) for path in orphans)
+    assert sink.landing.exists(next_batch)
+    sink.landing.delete(next_batch)
+    assert [str(p) for p in validate_landing_zone(sink.landing)] == []
+    assert replayed_rows(replay_landing_zone(sink.landing)) == workload.expected()
