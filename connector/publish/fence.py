@@ -153,9 +153,9 @@ class FencedStorage(Storage):
         self.inner.replace(path, data)
 
     @override
-    def rename_new(self, source: str, destination: str) -> None:
+    def rename_new(self, source: str, destination: str, *, size: int | None = None) -> None:
         self.fence.check()
-        self.inner.rename_new(source, destination)
+        self.inner.rename_new(source, destination, size=size)
 
     @override
     def size(self, path: str) -> int | None:

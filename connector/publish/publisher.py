@@ -127,7 +127,7 @@ def publish_file(storage: Storage, planned: PlannedFile) -> bool:
         LandingZoneCorrupt: the numbered name holds other content, or neither file can be found.
     """
     try:
-        storage.rename_new(planned.staged, planned.final)
+        storage.rename_new(planned.staged, planned.final, size=planned.size)
         return True
     except FileExistsError:
         if _holds(storage, planned.final, planned):

@@ -136,8 +136,11 @@ class Storage(ABC):
         """Atomically write ``path``, replacing any previous content (used for checkpoint state only)."""
 
     @abstractmethod
-    def rename_new(self, source: str, destination: str) -> None:
+    def rename_new(self, source: str, destination: str, *, size: int | None = None) -> None:
         """Move ``source`` to ``destination`` atomically, never replacing an existing destination.
+
+        ``size`` is the source's size when the caller knows it (a staged file's, from its writer): a remote
+        storage then recognises a retried move whose first answer was lost without reading the source first.
 
         Raises:
             FileExistsError: ``destination`` already exists; both files are left untouched.

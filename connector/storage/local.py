@@ -86,7 +86,8 @@ class LocalStorage(Storage):
         _fsync_dir(target.parent)
 
     @override
-    def rename_new(self, source: str, destination: str) -> None:
+    def rename_new(self, source: str, destination: str, *, size: int | None = None) -> None:
+        del size  # a local link either happened or raised: no answer to lose
         src = self._abs(source)
         dst = self._abs(destination)
         with _naming_the_path(dst, destination, "rename_new"):

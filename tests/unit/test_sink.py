@@ -604,9 +604,9 @@ class CrashingStorage(Storage):
                 raise Crash(operation)
 
     @override
-    def rename_new(self, source: str, destination: str) -> None:
+    def rename_new(self, source: str, destination: str, *, size: int | None = None) -> None:
         self._tick("rename_new")
-        self.inner.rename_new(source, destination)
+        self.inner.rename_new(source, destination, size=size)
 
     @override
     def replace(self, path: str, data: bytes) -> None:

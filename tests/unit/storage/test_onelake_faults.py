@@ -103,7 +103,7 @@ def test_300_round_trips_survive_throttling_drops_timeouts_and_lost_answers(faul
         staged = f"_staging/batch-{n}.parquet"
         final = f"orders/{n:020d}.parquet"
         storage.create(staged, data)
-        storage.rename_new(staged, final)
+        storage.rename_new(staged, final, size=len(data) if n % 2 else None)  # the publisher's way, and without
         expected[f"{ROOT}/{final}"] = data
     server.set_faults()
 
@@ -134,13 +134,14 @@ def test_existing_files_are_never_overwritten_under_faults(faulty_dfs_server: Df
     assert server.injected["lose_response"] > 0
 
 
+@pytest.mark.parametrize("size_known", [False, True], ids=["size-read", "size-given"])
 @pytest.mark.parametrize("destination_first", [False, True], ids=["404-source-missing", "409-destination-exists"])
-def test_a_rename_whose_answer_was_lost_is_success_not_conflict(destination_first: bool) -> None:
+def test_a_rename_whose_answer_was_lost_is_success_not_conflict(destination_first: bool, size_known: bool) -> None:
     with DfsTestServer(rename_checks_destination_first=destination_first) as server:
         storage = make_onelake_storage(server, ROOT)
         storage.create("_staging/a", b"payload")
         server.set_faults(lose_response_rate=1.0, operations=frozenset({"rename"}), max_faults=1)
-        storage.rename_new("_staging/a", "t/00000000000000000001.parquet")
+        storage.rename_new("_staging/a", "t/00000000000000000001.parquet", size=7 if size_known else None)
         assert server.injected["lose_response"] == 1
         assert storage.read_bytes("t/00000000000000000001.parquet") == b"payload"
         assert not storage.exists("_staging/a")

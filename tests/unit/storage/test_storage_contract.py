@@ -100,9 +100,15 @@ def test_replace_creates_then_overwrites(storage: Storage) -> None:
 # -- rename_new -------------------------------------------------------------------------------------
 
 
-def test_rename_new_moves_the_file(storage: Storage) -> None:
+# The caller may name the source's size (a staged file's writer reported it): the contract is the same.
+SIZE_KNOWN = pytest.mark.parametrize("size_known", [False, True], ids=["size-read", "size-given"])
+
+
+@SIZE_KNOWN
+def test_rename_new_moves_the_file(storage: Storage, size_known: bool) -> None:
     storage.create("_staging/batch-7/part-0.parquet", PAYLOAD)
-    storage.rename_new("_staging/batch-7/part-0.parquet", "orders/00000000000000000007.parquet")
+    size = len(PAYLOAD) if size_known else None
+    storage.rename_new("_staging/batch-7/part-0.parquet", "orders/00000000000000000007.parquet", size=size)
     assert storage.read_bytes("orders/00000000000000000007.parquet") == PAYLOAD
     assert not storage.exists("_staging/batch-7/part-0.parquet")
     assert storage.size("orders/00000000000000000007.parquet") == len(PAYLOAD)
@@ -114,26 +120,29 @@ def test_rename_new_into_a_folder_that_does_not_exist_yet(storage: Storage) -> N
     assert storage.read_bytes("new.schema/new_table/00000000000000000001.parquet") == b"a"
 
 
-def test_rename_new_never_replaces_the_destination(storage: Storage) -> None:
+@SIZE_KNOWN
+def test_rename_new_never_replaces_the_destination(storage: Storage, size_known: bool) -> None:
     storage.create("orders/00000000000000000001.parquet", b"published")
     storage.create("_staging/x", b"late duplicate")
     with pytest.raises(FileExistsError):
-        storage.rename_new("_staging/x", "orders/00000000000000000001.parquet")
+        storage.rename_new("_staging/x", "orders/00000000000000000001.parquet", size=14 if size_known else None)
     assert storage.read_bytes("orders/00000000000000000001.parquet") == b"published"
     assert storage.read_bytes("_staging/x") == b"late duplicate"
 
 
-def test_rename_new_refuses_even_identical_content(storage: Storage) -> None:
+@SIZE_KNOWN
+def test_rename_new_refuses_even_identical_content(storage: Storage, size_known: bool) -> None:
     storage.create("orders/00000000000000000001.parquet", b"same")
     storage.create("_staging/x", b"same")
     with pytest.raises(FileExistsError):
-        storage.rename_new("_staging/x", "orders/00000000000000000001.parquet")
+        storage.rename_new("_staging/x", "orders/00000000000000000001.parquet", size=4 if size_known else None)
     assert storage.exists("_staging/x")
 
 
-def test_rename_new_missing_source(storage: Storage) -> None:
+@SIZE_KNOWN
+def test_rename_new_missing_source(storage: Storage, size_known: bool) -> None:
     with pytest.raises(FileNotFoundError):
-        storage.rename_new("_staging/missing", "orders/00000000000000000001.parquet")
+        storage.rename_new("_staging/missing", "orders/00000000000000000001.parquet", size=7 if size_known else None)
     assert not storage.exists("orders/00000000000000000001.parquet")
 
 
