@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from benchmarks.cpu import process_tree
 from benchmarks.service import REPO_ROOT, Connector, batch_lines, start_connector
+from tests.e2e.snapshot_restart import topic_size
 
 STACK_SH = REPO_ROOT / "deploy" / "local" / "stack.sh"
 TABLE = "public.big"
@@ -137,27 +138,6 @@ def table_files(landing: Path) -> list[tuple[int, bool, int]]:
 
 def published_rows(landing: Path) -> int:
     return sum(rows for rows, _, _ in table_files(landing))
-
-
-def topic_size(bootstrap: str, topic: str) -> int:
-    """Records in ``topic`` (end minus start offsets of every partition); 0 while it or the broker is not there."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "initial-load-files-probe"})
-    try:
-        try:
-            meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        except KafkaException:
-            return 0  # the broker is still starting (its bootstrap file is written first)
-        if meta is None or meta.error is not None:
-            return 0
-        total = 0
-        for partition in meta.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            total += high - low
-        return total
-    finally:
-        consumer.close()
 
 
 def stack(state_dir: Path, *args: str) -> subprocess.Popen[str]:

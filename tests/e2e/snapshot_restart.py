@@ -67,12 +67,15 @@ def _values(stdout: str) -> dict[str, str]:
 
 
 def topic_size(bootstrap: str, topic: str) -> int:
-    """Records in ``topic`` (end minus start offsets, every partition); 0 while it does not exist."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Records in ``topic`` (end minus start offsets of every partition); 0 while it or the broker is not there."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "snapshot-restart-probe"})
     try:
-        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        try:
+            meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        except KafkaException:
+            return 0  # the broker is still starting (its bootstrap file is written first)
         if meta is None or meta.error is not None:
             return 0
         total = 0
