@@ -28,9 +28,9 @@ def _tick(operation: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _crashing_rename(self: LocalStorage, source: str, destination: str) -> None:
+def _crashing_rename(self: LocalStorage, source: str, destination: str, *, size: int | None = None) -> None:
     _tick("rename_new")
-    _rename(self, source, destination)
+    _rename(self, source, destination, size=size)
 
 
 def _crashing_replace(self: LocalStorage, path: str, data: bytes) -> None:
