@@ -21,6 +21,7 @@ from connector.collect.pieces import CollectContext, Collected
 from connector.collect.slice import collect_slice
 from connector.publish.staging import stage_slice
 from connector.storage import CredentialKind, Storage, open_storage
+from connector.stream.python_worker import prepare_worker
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -65,6 +66,8 @@ def frame_in_tasks(frame: DataFrame) -> DataFrame:
 
 def collect_partition(task: SliceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: one partition's records → staged files and one pickled ``Collected`` of metadata."""
+    if _in_spark_task():
+        prepare_worker()
     arrow_batches = list(batches)
     if not arrow_batches:
         return
@@ -81,6 +84,13 @@ def _is_retry() -> bool:
 
     context = TaskContext.get()
     return context is not None and context.attemptNumber() > 0
+
+
+def _in_spark_task() -> bool:
+    """Whether this runs in a Spark Python worker (tests and ``convert`` call ``collect_partition`` directly)."""
+    from pyspark import TaskContext
+
+    return TaskContext.get() is not None
 
 
 _opened: dict[tuple[str, str], Storage] = {}
