@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,6 +28,15 @@ from connector.sink import MirrorSink
 from connector.storage import LocalStorage
 
 _KAFKA_SH = Path(__file__).resolve().parents[1] / "deploy" / "local" / "kafka.sh"
+
+
+@dataclass(frozen=True)
+class BatchSample:
+    """What the benchmark notes when ``foreachBatch`` returns."""
+
+    ended: float  # perf_counter
+    rss_mb: float  # the driver's Python
+    jvm_rss_mb: float  # the JVM PySpark started
 
 
 def current_rss_mb(pid: int | str = "self") -> float:
@@ -147,7 +157,8 @@ def _check_mirror(landing_zone: str, events: int) -> None:
 
 def bench_stream(args: argparse.Namespace) -> int:
     """Run the benchmark and print its figures; the last line is the one the README records."""
-    from connector.stream.job import BatchWriter, spark_session
+    from connector.stream.batch_writer import BatchWriter
+    from connector.stream.job import spark_session
     from connector.stream.source import stream
     from connector.stream.spark_checkpoint import SparkCheckpoint
 
@@ -188,8 +199,7 @@ def bench_stream(args: argparse.Namespace) -> int:
                 settings.spark.columnar_decode,
                 spark_checkpoint=SparkCheckpoint(Path(f"{scratch}/cp/spark")),
             )
-            rss: list[float] = []
-            jvm_rss: list[float] = []
+            batches: list[BatchSample] = []
             # The JVM (driver and, in local mode, the executors) is the gateway process PySpark started.
             jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
 
@@ -199,8 +209,7 @@ def bench_stream(args: argparse.Namespace) -> int:
 
             def measured(frame, batch_id):  # type: ignore[no-untyped-def]
                 writer(frame, batch_id)
-                rss.append(current_rss_mb())
-                jvm_rss.append(current_rss_mb(jvm_pid))
+                batches.append(BatchSample(time.perf_counter(), current_rss_mb(), current_rss_mb(jvm_pid)))
                 executors.sample()
 
             query = (
@@ -213,7 +222,7 @@ def bench_stream(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             query.start().awaitTermination()
             writer.close()  # the last batch may still be published behind
-            elapsed = time.perf_counter() - started
+            finished = time.perf_counter()
             driver_cpu = cpu_seconds() - driver_cpu0
             executors.sample()
             task_cpu = stage_task_cpu_seconds(spark.sparkContext.uiWebUrl, app_id)
@@ -222,13 +231,14 @@ def bench_stream(args: argparse.Namespace) -> int:
         finally:
             if not args.bootstrap_servers:
                 _stop_broker(broker_state)
-    rate = events / elapsed
+    rate = events / (finished - started)
     print(
         f"events={events} partitions={partitions} max_offsets_per_trigger={args.max_offsets_per_trigger} "
         f"decode_on={args.decode_on} columnar_decode={not args.row_path} with_schema={args.with_schema} "
-        f"batches={len(rss)}"
+        f"batches={len(batches)}"
     )
-    _print_memory(rss, jvm_rss)
+    _print_memory([b.rss_mb for b in batches], [b.jvm_rss_mb for b in batches])
+    _print_batch_times(started, [b.ended for b in batches], finished, min(events, args.max_offsets_per_trigger), events)
     per_million, executor_cpu = 1_000_000 / events, executors.total()
     print(
         f"CPU-s per 1M events: driver Python {driver_cpu * per_million:.2f} (/proc/self/stat over the query); "
@@ -241,6 +251,16 @@ def bench_stream(args: argparse.Namespace) -> int:
         f"driver_cpu_s_per_1m={driver_cpu * per_million:.2f} executor_cpu_s_per_1m={executor_cpu * per_million:.2f}"
     )
     return 0
+
+
+def _print_batch_times(started: float, ends: list[float], finished: float, first_events: int, events: int) -> None:
+    """The first batch apart from the others: it pays the query's start (planning, Python workers, a cold JIT)."""
+    if len(ends) < 2:
+        return
+    spans = " ".join(f"{b - a:.2f}" for a, b in itertools.pairwise([started, *ends]))
+    print(f"batch seconds (from the query's start or the batch before to foreachBatch's return): {spans}")
+    later = (events - first_events) / (finished - ends[0])
+    print(f"first batch {ends[0] - started:.2f} s; later batches {later:.0f} events/s (a running service's rate)")
 
 
 def _print_memory(rss: list[float], jvm_rss: list[float]) -> None:
