@@ -237,7 +237,7 @@ def bench_stream(args: argparse.Namespace) -> int:
         f"decode_on={args.decode_on} columnar_decode={not args.row_path} with_schema={args.with_schema} "
         f"batches={len(batches)}"
     )
-    _print_memory([b.rss_mb for b in batches], [b.jvm_rss_mb for b in batches])
+    _print_memory(batches)
     _print_batch_times(started, [b.ended for b in batches], finished, min(events, args.max_offsets_per_trigger), events)
     per_million, executor_cpu = 1_000_000 / events, executors.total()
     print(
@@ -263,10 +263,13 @@ def _print_batch_times(started: float, ends: list[float], finished: float, first
     print(f"first batch {ends[0] - started:.2f} s; later batches {later:.0f} events/s (a running service's rate)")
 
 
-def _print_memory(rss: list[float], jvm_rss: list[float]) -> None:
-    if rss:
+def _print_memory(batches: list[BatchSample]) -> None:
+    if not batches:
+        return
+    for name, series in (
+        ("driver_rss_mb", [b.rss_mb for b in batches]),
+        ("jvm_rss_mb", [b.jvm_rss_mb for b in batches]),
+    ):
         # The whole series: flat means bounded by maxOffsetsPerTrigger, not growing with the backlog.
-        print(f"driver_rss_mb first_batch={rss[0]:.0f} max={max(rss):.0f} last_batch={rss[-1]:.0f}")
-        print("driver_rss_mb per batch: " + " ".join(f"{v:.0f}" for v in rss))
-        print(f"jvm_rss_mb first_batch={jvm_rss[0]:.0f} max={max(jvm_rss):.0f} last_batch={jvm_rss[-1]:.0f}")
-        print("jvm_rss_mb per batch: " + " ".join(f"{v:.0f}" for v in jvm_rss))
+        print(f"{name} first_batch={series[0]:.0f} max={max(series):.0f} last_batch={series[-1]:.0f}")
+        print(f"{name} per batch: " + " ".join(f"{v:.0f}" for v in series))

@@ -16,6 +16,7 @@ the Python workers more CPU than collecting and staging the records did:
 
 from __future__ import annotations
 
+import functools
 import gc
 import sys
 import zipimport
@@ -28,15 +29,9 @@ class ArchiveImporter(zipimport.zipimporter):
         """Keep the archive's directory as read (the base class reads the whole archive again)."""
 
 
-_prepared = False
-
-
+@functools.cache
 def prepare_worker() -> None:
     """Apply both measures in this process, once; later calls do nothing."""
-    global _prepared  # noqa: PLW0603 - once per process, by design
-    if _prepared:
-        return
-    _prepared = True
     keep_archive_directories()
     gc.freeze()
 

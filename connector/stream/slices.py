@@ -24,6 +24,7 @@ from connector.storage import CredentialKind, Storage, open_storage
 from connector.stream.python_worker import prepare_worker
 
 if TYPE_CHECKING:
+    from pyspark import TaskContext
     from pyspark.sql import DataFrame
 
 #: Tasks per executor core a micro-batch of many small partitions is joined into (``frame_in_tasks``).
@@ -66,31 +67,25 @@ def frame_in_tasks(frame: DataFrame) -> DataFrame:
 
 def collect_partition(task: SliceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: one partition's records → staged files and one pickled ``Collected`` of metadata."""
-    if _in_spark_task():
+    spark_task = _task_context()  # None when tests and ``convert`` call this directly
+    if spark_task is not None:
         prepare_worker()
     arrow_batches = list(batches)
     if not arrow_batches:
         return
     collected = collect_slice(task.context, pa.Table.from_batches(arrow_batches), columnar=task.columnar)
     staged = stage_slice(_landing(task.landing_url, task.credential), task.batch_id, collected, task.context)
-    staged.retried = _is_retry()
+    # A later attempt (after a failed or lost one, whose staged files stay behind).
+    staged.retried = spark_task is not None and spark_task.attemptNumber() > 0
     data = pickle.dumps(staged, protocol=pickle.HIGHEST_PROTOCOL)
     yield pa.RecordBatch.from_arrays([pa.array([data], type=pa.binary())], schema=_SLICE_SCHEMA)
 
 
-def _is_retry() -> bool:
-    """Whether this Spark task is a later attempt (after a failed or lost one, whose staged files stay behind)."""
-    from pyspark import TaskContext  # only inside a Spark task
-
-    context = TaskContext.get()
-    return context is not None and context.attemptNumber() > 0
-
-
-def _in_spark_task() -> bool:
-    """Whether this runs in a Spark Python worker (tests and ``convert`` call ``collect_partition`` directly)."""
+def _task_context() -> TaskContext | None:
+    """The Spark task this runs in, if any."""
     from pyspark import TaskContext
 
-    return TaskContext.get() is not None
+    return TaskContext.get()
 
 
 _opened: dict[tuple[str, str], Storage] = {}
