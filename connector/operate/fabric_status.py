@@ -31,9 +31,11 @@ and ``common/definitions.json``)::
     ErrorResponse = {"errorCode": str, "message": str, "requestId"?: uuid, "moreDetails"?: [...],
                      "isRetriable"?: bool}   # also the body of every non-200 answer; 429 adds Retry-After
 
-The database-wide ``getMirroringStatus`` (``{"status": "Initializing" | "Initialized" | "Starting" |
-"Running" | "Paused" | "Stopping" | "Stopped", "error"?: ErrorResponse}``) is not read: per-table state
-is what the metrics and rebuilds need.
+The database-wide ``POST .../getMirroringStatus`` ("Mirroring - Get Mirroring Status", same reference) is read
+beside it (``FabricStatusReader.database``): ``200 {"status": "Initializing" | "Initialized" | "Starting" |
+"Running" | "Paused" | "Stopping" | "Stopped", "error"?: ErrorResponse}``. Per-table state cannot tell a
+stopped or paused database from tables that are merely slow: files pile up unread either way. Only
+``Running`` without an error counts as up (``cdc_mirror_fabric_database_up``, ``/readyz``).
 
 ``monitoring``: the status files mirroring writes into the mirrored database's OneLake item, beside the
 landing zone: ``<item>/Files/Monitoring/replicator.json`` (the database) and
@@ -43,7 +45,8 @@ landing zone: ``<item>/Files/Monitoring/replicator.json`` (the database) and
 filters ``tables.json`` as ``{"tables": [{"sourceSchemaName": ..., "sourceTableName": ..., ...}]}``.
 That much is confirmed; the other fields of an entry are not documented anywhere we found, so an entry is
 read with the REST API's field names (``status``, ``metrics.processedRows`` …, ``error``) and whatever is
-absent stays ``None`` (a missing ``status`` reads as ``Unknown``).
+absent stays ``None`` (a missing ``status`` reads as ``Unknown``). The fields of ``replicator.json`` are not
+documented at all, so this source reports no database status (``database()`` is ``None``).
 
 Table ids are ours (``connector.landing_zone.TableRef.id``): ``schema.table``, or ``table`` for an entry
 without a schema. A table published without a schema folder may be listed by Fabric under the mirrored
@@ -115,8 +118,41 @@ class FabricTableStatus:
         return self.state.lower() in FAILED_STATES
 
 
+@dataclass(frozen=True)
+class FabricDatabaseStatus:
+    """The mirrored database as a whole, from ``getMirroringStatus``.
+
+    Attributes:
+        state: ``Running``, ``Stopped``, ``Paused``, … as reported (``Unknown`` when absent).
+        error: Fabric's error for the database (``errorCode: message``), when it reports one.
+    """
+
+    state: str
+    error: str | None
+
+    @property
+    def up(self) -> bool:
+        """Whether mirroring reads the landing zone now: ``Running`` and no error."""
+        return self.state.lower() == "running" and self.error is None
+
+    def describe(self) -> str:
+        """``Stopped`` or ``Running (error: Code: message)``, for log lines and ``/readyz``."""
+        return self.state + (f" (error: {self.error})" if self.error else "")
+
+
 class FabricStatusUnreadable(Exception):
-    """Why one read of the status failed; ``FabricStatusReader.tables`` turns it into a warning."""
+    """Why one read of the status failed; ``FabricStatusReader.tables`` turns it into a warning.
+
+    ``status`` is the HTTP status when the API answered (a 404 or 403 is a wrong id or a missing role,
+    not an outage).
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message, status)
+        self.status = status
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class FabricStatusReader(ABC):
@@ -130,6 +166,7 @@ class FabricStatusReader(ABC):
 
     def __init__(self) -> None:
         self._problem: str | None = None
+        self._database_problem: str | None = None
 
     def tables(self) -> dict[str, FabricTableStatus] | None:
         """Fabric's tables by table id, or ``None`` when the status cannot be read now.
@@ -151,6 +188,32 @@ class FabricStatusReader(ABC):
             log.info("Fabric status %s is readable again (%d tables)", self.location, len(tables))
             self._problem = None
         return tables
+
+    def database(self) -> FabricDatabaseStatus | None:
+        """The database's own status, or ``None`` when it cannot be read now (or this source has none).
+
+        Warns like ``tables()``: once per distinct reason, and once when readable again.
+        """
+        try:
+            status = self.read_database()
+        except FabricStatusUnreadable as exc:
+            problem = str(exc)
+            if problem != self._database_problem:
+                log.warning("Fabric database status %s cannot be read: %s", self.location, problem)
+            self._database_problem = problem
+            return None
+        if self._database_problem is not None and status is not None:
+            log.info("Fabric database status %s is readable again: %s", self.location, status.describe())
+            self._database_problem = None
+        return status
+
+    def read_database(self) -> FabricDatabaseStatus | None:
+        """Read the database's status once; ``None`` when this source does not report it.
+
+        Raises:
+            FabricStatusUnreadable: with a one-line reason (and the HTTP status, when there was an answer).
+        """
+        return None
 
     @abstractmethod
     def _read(self) -> dict[str, FabricTableStatus]:
@@ -177,10 +240,12 @@ class RestFabricStatus(FabricStatusReader):
         timeout_s: float = 10.0,
     ) -> None:
         super().__init__()
-        self.location = (
+        item = (
             f"{api_url.rstrip('/')}/v1/workspaces/{quote(workspace_id, safe='')}"
-            f"/mirroredDatabases/{quote(mirrored_database_id, safe='')}/getTablesMirroringStatus"
+            f"/mirroredDatabases/{quote(mirrored_database_id, safe='')}"
         )
+        self.location = f"{item}/getTablesMirroringStatus"
+        self.database_location = f"{item}/getMirroringStatus"
         self._token = token
         self._client = httpx.Client(timeout=timeout_s, follow_redirects=False)
 
@@ -197,7 +262,7 @@ class RestFabricStatus(FabricStatusReader):
                 msg = f"{type(exc).__name__}: {_first_line(str(exc))}"
                 raise FabricStatusUnreadable(msg) from None
             if response.status_code != 200:
-                raise FabricStatusUnreadable(_describe_refusal(response))
+                raise FabricStatusUnreadable(_describe_refusal(response), response.status_code)
             body = _json_object(response.content, "the answer")
             data = body.get("data")
             if not isinstance(data, list):
@@ -214,6 +279,22 @@ class RestFabricStatus(FabricStatusReader):
             seen.add(continuation)
         msg = f"more than {MAX_PAGES} pages"
         raise FabricStatusUnreadable(msg)
+
+    def read_database(self) -> FabricDatabaseStatus:
+        """``getMirroringStatus``, once."""
+        headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json"}
+        try:
+            response = self._client.post(self.database_location, headers=headers, content=b"")
+        except httpx.HTTPError as exc:
+            msg = f"{type(exc).__name__}: {_first_line(str(exc))}"
+            raise FabricStatusUnreadable(msg) from None
+        if response.status_code != 200:
+            raise FabricStatusUnreadable(_describe_refusal(response), response.status_code)
+        body = _json_object(response.content, "the answer")
+        status = body.get("status")
+        return FabricDatabaseStatus(
+            state=status if isinstance(status, str) and status else "Unknown", error=_error_text(body.get("error"))
+        )
 
     def close(self) -> None:
         """Close the HTTP connection pool."""

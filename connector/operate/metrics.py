@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 
 from connector import __version__
 from connector.errors import ConfigError
-from connector.operate.fabric_status import FabricTableStatus
+from connector.operate.fabric_status import FabricDatabaseStatus, FabricTableStatus
 from connector.publish.batch_result import BatchResult
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -101,6 +101,12 @@ FABRIC_PROCESSED_ROWS = Gauge(
 # rather than a 0 that would read as "unreadable".
 FABRIC_STATUS_READABLE = Gauge(
     "cdc_mirror_fabric_status_readable", "1 when the last read of Fabric's status succeeded, else 0.", registry=None
+)
+# Also registered with the first read: a 0 before any read would fire CdcMirrorFabricDatabaseDown.
+FABRIC_DATABASE_UP = Gauge(
+    "cdc_mirror_fabric_database_up",
+    "1 while Fabric reports the mirrored database Running without error (getMirroringStatus), else 0.",
+    registry=None,
 )
 SOURCE_LOSSY_SETTINGS = Gauge(
     "cdc_mirror_source_lossy_settings",
@@ -219,12 +225,29 @@ def record_fabric_status(tables: Mapping[str, FabricTableStatus] | None) -> None
                 FABRIC_PROCESSED_ROWS.labels(table).set(status.processed_rows)
 
 
+_database_registered = False
+
+
+def record_fabric_database(status: FabricDatabaseStatus | None) -> None:
+    """Publish one read of the database's status; an unreadable one keeps the last value (as the tables do)."""
+    global _database_registered
+    if status is None:
+        return
+    with _fabric_lock:
+        if not _database_registered:
+            REGISTRY.register(FABRIC_DATABASE_UP)
+            _database_registered = True
+        FABRIC_DATABASE_UP.set(1 if status.up else 0)
+
+
 class HealthState:
     """What /healthz and /readyz report: alive once started; ready while the job makes progress.
 
-    Ready means: the query runs, the last batch succeeded, a Kafka broker answers, and the job is not
-    stalled (offsets behind, yet no batch completed for ``stall_after_s``). During a broker outage Spark's
-    Kafka source just waits, so without these checks a pod would look ready for as long as the outage lasts.
+    Ready means: the query runs, the last batch succeeded, a Kafka broker answers, Fabric's mirrored
+    database runs (when its status is read), and the job is not stalled (offsets behind, yet no batch
+    completed for ``stall_after_s``). During a broker outage Spark's Kafka source just waits, and a stopped
+    mirrored database leaves files unread, so without these checks a pod would look ready for as long as
+    either lasts.
     """
 
     def __init__(self, stall_after_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
@@ -235,6 +258,7 @@ class HealthState:
         self._last_progress = clock()
         self._offsets_behind = 0
         self._broker_problem: str | None = None
+        self._database_problem: str | None = None
 
     def set(self, ready: bool, reason: str) -> None:
         """Change readiness; a successful batch also counts as progress."""
@@ -252,12 +276,18 @@ class HealthState:
         self._broker_problem = problem
         KAFKA_REACHABLE.set(0 if problem else 1)
 
+    def fabric_database(self, problem: str | None) -> None:
+        """The mirrored database's last known status: ``None`` when Running, else its state (Stopped, …)."""
+        self._database_problem = problem
+
     def status(self) -> tuple[bool, str]:
         """(ready, reason) as /readyz reports it now."""
         if not self.ready:
             return False, self.reason
         if self._broker_problem is not None:
             return False, f"kafka unreachable: {self._broker_problem}"
+        if self._database_problem is not None:
+            return False, f"fabric mirrored database not running: {self._database_problem}"
         idle = self._clock() - self._last_progress
         if self.stall_after_s is not None and self._offsets_behind and idle > self.stall_after_s:
             return False, (

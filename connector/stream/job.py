@@ -244,8 +244,8 @@ def _start_up(
     if settings.metrics.port:
         server = metrics.serve(settings.metrics.port, health)
         log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
-    # An incomplete fabric_status section fails here; reading Fabric's status later never stops the job.
-    fabric_status = FabricStatusPoller.open(settings)
+    # An incomplete fabric_status section, wrong ids or a stopped database fail here; later reads never stop it.
+    fabric_status = FabricStatusPoller.open(settings, health)
     # One writer per checkpoint and landing zone, held until exit: taken before the ledger is read or the
     # start-up clean-up runs, so a second instance is refused before it can delete our uploads.
     fence = WriterFence(landing, open_storage(str(checkpoint))).hold_until_exit()
