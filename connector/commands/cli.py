@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
+    _add_init(sub)
     _add_convert(sub)
     _add_landing_zone_readers(sub)
     _add_checks(sub)
@@ -132,6 +133,59 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="recovery when Spark's checkpoint is lost or does not match the ledger: move it aside and start "
         "a new one from the Kafka offsets the ledger's last batch ended at (an exact mirror, see README)",
+    )
+
+
+def _add_init(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``init``: the open-mirrored database created (if missing) and started, the chain checked."""
+    ini = sub.add_parser(
+        "init",
+        help="create the open-mirrored database if missing, start it, prove the landing zone, print the settings",
+    )
+    ini.add_argument("--config", help="YAML config: fabric_status (API URL, identity), landing_zone.credential, source")
+    ini.add_argument(
+        "--workspace-id", help=_env_help("the Fabric workspace (GUID)", "CONNECTOR_FABRIC_STATUS__WORKSPACE_ID")
+    )
+    ini.add_argument("--name", help=_env_help("display name: found, or created", "CONNECTOR_INIT_NAME"))
+    ini.add_argument(
+        "--item-id",
+        help=_env_help("an existing mirrored database's id", "CONNECTOR_FABRIC_STATUS__MIRRORED_DATABASE_ID"),
+    )
+    ini.add_argument("--api-url", help=_env_help("Fabric REST API base URL", "CONNECTOR_FABRIC_STATUS__API_URL"))
+    ini.add_argument(
+        "--onelake-url",
+        help=_env_help(
+            "OneLake DFS endpoint (default https://onelake.dfs.fabric.microsoft.com)", "CONNECTOR_INIT_ONELAKE_URL"
+        ),
+    )
+    ini.add_argument(
+        "--credential",
+        choices=get_args(CredentialKind),
+        help=_env_help("Azure identity for the landing zone", "CONNECTOR_LANDING_ZONE__CREDENTIAL"),
+    )
+    ini.add_argument("--default-schema", help="defaultSchema of a created database (default dbo)")
+    ini.add_argument(
+        "--target-property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="extra target.typeProperties of mirroring.json for a created database (JSON values read as JSON), "
+        "e.g. the Delta change data feed setting; repeatable",
+    )
+    ini.add_argument(
+        "--start",
+        action="store_true",
+        help="start a database found Stopped or Paused (otherwise that is an error: someone stopped it)",
+    )
+    ini.add_argument(
+        "--max-wait",
+        type=float,
+        metavar="SECONDS",
+        help=_env_help("bound of all waits for Fabric (default 600)", "CONNECTOR_INIT_MAX_WAIT_S"),
+    )
+    ini.add_argument(
+        "--write-config",
+        metavar="FILE",
+        help=_env_help("write landing_zone.url and fabric_status into this YAML", "CONNECTOR_INIT_WRITE_CONFIG"),
     )
 
 
@@ -175,6 +229,12 @@ def _add_landing_zone_readers(sub: argparse._SubParsersAction[argparse.ArgumentP
 def _add_checks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chk = sub.add_parser("check-config", help="validate a YAML config against schemas/connector-config.schema.json")
     chk.add_argument("file")
+    chk.add_argument(
+        "--online",
+        action="store_true",
+        help="also check the whole chain: Fabric API token and database running, OneLake token and a scratch "
+        "write, Kafka and its topics, Debezium's settings (one line per failed step)",
+    )
 
     src = sub.add_parser(
         "check-source", help="warn about lossy Debezium connector settings, read from the Kafka Connect REST API"
@@ -253,15 +313,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _validate(args)
     if command == "replay":
         return _replay(args)
-    if command == "check-config":
-        from connector.commands.check_config import check_config_file
-
-        problems = check_config_file(args.file)
-        for problem in problems:
-            print(problem)
-        if not problems:
-            print(f"{args.file}: valid")
-        return 1 if problems else 0
+    if command in ("check-config", "init"):
+        return _check_config(args) if command == "check-config" else _init(args)
     if command == "run":
         from connector.stream.job import run_from_args
 
@@ -319,6 +372,52 @@ def _convert(args: argparse.Namespace) -> int:
     return 0 if summary.ok else 1
 
 
+def _init(args: argparse.Namespace) -> int:
+    from connector.commands.init import init_command, parse_target_properties
+    from connector.config import load_settings
+
+    flags = {
+        "fabric_status.workspace_id": args.workspace_id,
+        "fabric_status.mirrored_database_id": args.item_id,
+        "fabric_status.api_url": args.api_url,
+        "landing_zone.credential": args.credential,
+    }
+    env = os.environ.get
+    options = {
+        "name": args.name or env("CONNECTOR_INIT_NAME"),
+        "onelake_url": args.onelake_url or env("CONNECTOR_INIT_ONELAKE_URL"),
+        "default_schema": args.default_schema,
+        "target_properties": parse_target_properties(args.target_property),
+        "start": args.start,
+        "max_wait_s": args.max_wait or float(env("CONNECTOR_INIT_MAX_WAIT_S") or 600),
+        "write_config": args.write_config or env("CONNECTOR_INIT_WRITE_CONFIG"),
+    }
+    return init_command(load_settings(args.config, **flags), options)
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    from connector.commands.check_config import check_config_file
+
+    problems = check_config_file(args.file)
+    for problem in problems:
+        print(problem)
+    if not problems:
+        print(f"{args.file}: valid")
+    if args.online and not problems:
+        return _check_online(args.file)
+    return 1 if problems else 0
+
+
+def _check_online(file: str) -> int:
+    from connector.commands.init import check_online
+    from connector.config import load_settings
+
+    failures = check_online(load_settings(file))
+    for failure in failures:
+        print(f"error: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def _tables(args: argparse.Namespace) -> int:
     from connector.commands.tables import rebuild_command, tables_command
     from connector.config import load_settings
@@ -331,6 +430,9 @@ def _tables(args: argparse.Namespace) -> int:
     from connector.operate.fabric_status import open_fabric_status
 
     reader = open_fabric_status(settings)
+    database = reader.database() if reader is not None else None
+    if database is not None and not args.json:
+        print(f"mirrored database: {database.describe()}")  # first: a stopped database explains every table
     return tables_command(checkpoint, as_json=args.json, fabric=reader.tables() if reader is not None else None)
 
 

@@ -50,6 +50,8 @@ from connector.operate.fabric_status import FabricStatusUnreadable, TokenSource
 
 #: A wait the service asked for without saying how long (a 202 or 429 without Retry-After).
 DEFAULT_RETRY_AFTER_S = 5.0
+#: The shortest wait: a Retry-After of 0 must not turn polling into a busy loop that never uses up the bound.
+MIN_WAIT_S = 1.0
 #: Operation states that end the polling.
 _DONE = frozenset({"succeeded", "failed", "undefined"})
 
@@ -241,17 +243,24 @@ class FabricApi:
         return _json_object(response, what)
 
     def _wait(self, response: httpx.Response, what: str, state: str) -> None:
-        """Sleep ``Retry-After`` (bounded by what is left of ``max_wait_s``) after one progress line."""
-        delay = _retry_after(response.headers.get("Retry-After"))
+        """Sleep what ``Retry-After`` asks (see ``pause``)."""
+        self.pause(_retry_after(response.headers.get("Retry-After")), what, state, response.status_code)
+
+    def pause(self, delay_s: float, what: str, state: str, status: int | None = None) -> None:
+        """Sleep ``delay_s`` (at most what is left of ``max_wait_s``) after one progress line.
+
+        Raises:
+            FabricApiError: ``WaitExceeded``: the bound is used up and the operation is still ``state``.
+        """
         left = self.max_wait_s - self.waited_s
         if left <= 0:
             raise FabricApiError(
                 what,
-                response.status_code,
+                status,
                 "WaitExceeded",
                 f"still {state} after waiting {self.waited_s:g}s (the bound is {self.max_wait_s:g}s, --max-wait)",
             )
-        delay = min(delay, left)
+        delay = min(max(delay_s, MIN_WAIT_S), left)
         self._progress(
             f"{what}: {state}; next check in {delay:g}s (waited {self.waited_s:g}s of at most {self.max_wait_s:g}s)"
         )
