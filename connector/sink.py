@@ -37,6 +37,7 @@ from connector.operate.deadletter import DeadLetterWriter
 from connector.operate.rebuild import FabricTables, SnapshotSignal, TableRebuilder
 from connector.publish.batch_result import BatchResult
 from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
+from connector.publish.lifecycle import Phase
 from connector.publish.numbering import FileNumbering
 from connector.publish.per_table import for_each_table
 from connector.publish.publisher import (
@@ -51,7 +52,6 @@ from connector.publish.source_offsets import check_batch
 from connector.publish.staging import stage_slice
 from connector.publish.table_plan import TablePlanner
 from connector.publish.table_rows import MergedBatch, merge_slices
-from connector.publish.table_stops import SNAPSHOT_REQUESTED, is_rebuilding, stop_or_rebuild
 from connector.storage.base import Storage
 
 log = logging.getLogger(__name__)
@@ -112,12 +112,14 @@ class MirrorSink:
     @property
     def stopped_tables(self) -> dict[str, str]:
         """Tables stopped (committed) and not being rebuilt, with the reason."""
-        return {tid: t.stopped for tid, t in self.ledger.state.tables.items() if t.stopped and not is_rebuilding(t)}
+        tables = self.ledger.state.tables.items()
+        return {tid: t.lifecycle.reason or "" for tid, t in tables if t.lifecycle.phase is Phase.STOPPED}
 
     @property
     def rebuilding_tables(self) -> dict[str, str]:
         """Tables whose rebuild waits (folder deletion, Fabric), with the rebuild's phase."""
-        return {tid: t.rebuild for tid, t in self.ledger.state.tables.items() if t.rebuild and is_rebuilding(t)}
+        tables = self.ledger.state.tables.items()
+        return {tid: t.lifecycle.phase.value for tid, t in tables if t.lifecycle.is_rebuilding}
 
     def advance_rebuilds(self, batch_id: int | None = None) -> bool:
         """Take rebuild requests and move rebuilds on; ``True`` when a table's state changed.
@@ -215,8 +217,8 @@ class MirrorSink:
             source=self.source,
             established=established,
             key_columns={tid: t.key_columns for tid, t in state.tables.items() if t.key_columns},
-            stopped=frozenset(tid for tid, t in state.tables.items() if t.stopped),
-            upsert_tables=frozenset(tid for tid, t in state.tables.items() if t.rebuild == SNAPSHOT_REQUESTED),
+            stopped=frozenset(tid for tid, t in state.tables.items() if t.lifecycle.skips_events),
+            upsert_tables=frozenset(tid for tid, t in state.tables.items() if t.lifecycle.upserts),
             defer_keep_last=defer_keep_last,
             incremental=frozenset(tid for tid, t in state.tables.items() if t.incremental),
         )
@@ -419,7 +421,7 @@ class MirrorSink:
             stopped_ref = merged.refs.get(tid)
             previous = tables.get(tid) or TableState(folder=stopped_ref.folder if stopped_ref else tid)
             previous = replace(previous, topic=merged.topics.get(tid, previous.topic))
-            tables[tid] = stop_or_rebuild(previous, reason, self.mirror)
+            tables[tid] = previous.with_stop(reason, self.mirror)
         new_state = replace(state, last_committed_batch=batch_id, tables=tables, resume_offsets=None)
         new_state = self._source_claim.recorded_in(new_state)
         if self._source is not None and self._source.batch_id == batch_id:
@@ -442,7 +444,7 @@ class MirrorSink:
         """
         ref = merged.refs[tid]
         known = self.ledger.state.tables.get(tid)
-        if known is not None and known.stopped and tid not in merged.recreate:
+        if known is not None and known.lifecycle.skips_events and tid not in merged.recreate:
             return None
         try:
             return self._planner.plan(

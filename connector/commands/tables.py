@@ -18,7 +18,7 @@ import orjson
 from connector.errors import ConfigError
 from connector.operate.rebuild import request_rebuild
 from connector.publish.ledger import STATE_FILE, BatchLedger, TableState
-from connector.publish.table_stops import SNAPSHOT_REQUESTED, is_rebuilding
+from connector.publish.lifecycle import Phase
 from connector.storage.base import Storage
 
 #: How often ``rebuild --wait`` looks at the ledger.
@@ -63,21 +63,15 @@ class TableLine:
 
 
 def table_state_word(table: TableState) -> str:
-    """running, stopped, rebuilding:<phase>, or running (the rebuilt table once its snapshot was asked for)."""
-    if is_rebuilding(table):
-        return f"rebuilding:{table.rebuild}"
-    if table.stopped:
-        return "stopped"
-    return "running"
+    """running, stopped, rebuilding:<phase> or refreshing (``Lifecycle.word``)."""
+    return table.lifecycle.word
 
 
 def table_lines(ledger: BatchLedger, fabric: Mapping[str, Any] | None = None) -> list[TableLine]:
     """One line per table of the ledger, with Fabric's state when ``fabric`` (its status by table id) is given."""
     lines = []
     for tid, table in sorted(ledger.state.tables.items()):
-        reason = table.stopped
-        if table.rebuild == SNAPSHOT_REQUESTED and not table.stopped:
-            reason = f"rebuilt {_iso(table.rebuild_at)} (was: {table.rebuild_reason})"
+        reason = _reason(table)
         status = fabric.get(tid) if fabric is not None else None
         lines.append(
             TableLine(
@@ -132,14 +126,23 @@ def rebuild_command(
     deadline = clock() + wait_s
     while clock() < deadline:
         table = BatchLedger(checkpoint).state.tables.get(table_id)
-        if table is not None and table.rebuild_request == request.id and table.rebuild == SNAPSHOT_REQUESTED:
+        lifecycle = table.lifecycle if table is not None else None
+        if lifecycle is not None and lifecycle.request == request.id and lifecycle.phase is Phase.SNAPSHOT_REQUESTED:
             print(f"{table_id}: folder recreated, Debezium snapshot requested")
             return 0
         sleep(WAIT_POLL_S)
     table = BatchLedger(checkpoint).state.tables.get(table_id)
-    where = table_state_word(table) if table is not None and table.rebuild_request == request.id else "not taken yet"
+    where = table_state_word(table) if table is not None and table.lifecycle.request == request.id else "not taken yet"
     print(f"{table_id}: rebuild not through after {wait_s:.0f} s ({where}); is the connector running?")
     return 1
+
+
+def _reason(table: TableState) -> str | None:
+    """Why the table stands where it does; for a re-read table, when and why it was re-read."""
+    lifecycle = table.lifecycle
+    if lifecycle.phase is Phase.SNAPSHOT_REQUESTED:
+        return f"rebuilt {_iso(lifecycle.since)} (was: {lifecycle.reason})"
+    return lifecycle.reason if lifecycle.phase is not Phase.RUNNING else None
 
 
 def _ledger(checkpoint: Storage) -> BatchLedger:

@@ -37,7 +37,7 @@ import orjson
 
 from connector.config import MirrorSettings
 from connector.publish.ledger import LedgerState, TableState
-from connector.publish.table_stops import BLOCKING_PHASES, DELETING, SNAPSHOT_REQUESTED, WAITING
+from connector.publish.lifecycle import Phase
 from connector.storage.base import Storage
 
 log = logging.getLogger(__name__)
@@ -124,35 +124,28 @@ class TableRebuilder:
                     "rebuild request %s: no table %s in the ledger (tables: %s)", request.id, request.table, known
                 )
                 continue
-            if table.rebuild_request == request.id:
+            if table.lifecycle.request == request.id:
                 continue  # served before a crash removed the request file
-            reason = table.stopped or "rebuild requested"
+            reason = table.lifecycle.stop_reason or "rebuild requested"
             log.warning("table %s: rebuild requested (%s); was: %s", request.table, request.id, reason)
-            tables[request.table] = replace(
-                table,
-                stopped=reason,
-                rebuild=DELETING,
-                rebuild_at=request.requested_at,
-                rebuild_request=request.id,
-                rebuild_reason=reason,
-                automatic_rebuilds=0,
-            )
+            lifecycle = table.lifecycle.begin_rebuild(reason, now=request.requested_at, request=request.id)
+            tables[request.table] = replace(table, lifecycle=lifecycle)
         return (replace(state, tables=tables) if served else state), served
 
     def advance(self, state: LedgerState) -> LedgerState:
         """Complete what can be completed now of each rebuild; returns ``state`` itself when nothing moved."""
-        waiting = sorted((tid, t) for tid, t in state.tables.items() if t.rebuild in BLOCKING_PHASES)
+        waiting = sorted((tid, t) for tid, t in state.tables.items() if t.lifecycle.is_rebuilding)
         if not waiting:
             return state  # every batch asks: nothing to copy or compare in the usual case
         tables = dict(state.tables)
         fabric: Mapping[str, object] | None = None
         fabric_read = False
         for tid, table in waiting:
-            if table.rebuild == DELETING:
+            if table.lifecycle.phase is Phase.DELETING:
                 self.landing.delete_tree(table.folder)
                 log.warning("table %s: deleted %s/%s for its rebuild", tid, self.landing.url, table.folder)
-                table = tables[tid] = replace(table, rebuild=WAITING, rebuild_at=self.clock())
-            if table.rebuild != WAITING:
+                table = tables[tid] = replace(table, lifecycle=table.lifecycle.folder_deleted(now=self.clock()))
+            if table.lifecycle.phase is not Phase.WAITING:
                 continue
             if not fabric_read:
                 fabric, fabric_read = self._fabric(), True
@@ -171,12 +164,8 @@ class TableRebuilder:
             tables[tid] = TableState(
                 folder=table.folder,
                 topic=table.topic,
-                rebuild=SNAPSHOT_REQUESTED,
                 initial_load_ended=True,  # the incremental snapshot's reads interleave with changes: marked files
-                rebuild_at=self.clock(),
-                rebuild_request=table.rebuild_request,
-                rebuild_reason=table.rebuild_reason,
-                automatic_rebuilds=table.automatic_rebuilds,
+                lifecycle=table.lifecycle.snapshot_requested(now=self.clock()),
             )
         return state if tables == state.tables else replace(state, tables=tables)
 
@@ -192,7 +181,7 @@ class TableRebuilder:
     def _gone(self, tid: str, table: TableState, fabric: Mapping[str, object] | None) -> bool:
         if fabric is not None:
             return tid not in fabric
-        waited = self.clock() - (table.rebuild_at or 0.0)
+        waited = self.clock() - (table.lifecycle.since or 0.0)
         return waited >= self.mirror.rebuild.wait_s
 
     def _signal(self, tid: str, table: TableState) -> str:

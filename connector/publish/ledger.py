@@ -15,19 +15,24 @@ Spark's checkpoint still gives it the same offsets (``connector.publish.source_o
 from __future__ import annotations
 
 import base64
+import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import orjson
 import pyarrow as pa
 
+from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt
+from connector.publish.lifecycle import V1_FIELDS, Lifecycle
 from connector.storage.base import Storage
 
 STATE_FILE = "ledger/state.json"
 PLANS_FOLDER = "ledger/plans"
 TOAST_FOLDER = "ledger/toast"
-_VERSION = 1
+#: Version 2 keeps a table's lifecycle in one ``lifecycle`` object; version 1 (flat ``stopped`` / ``rebuild*``
+#: fields) is still read.
+_VERSION = 2
 #: Batches whose source offsets the state keeps. Spark keeps 100 offsets logs by default
 #: (``spark.sql.streaming.minBatchesToRetain``) and only ever re-runs the last one.
 SOURCE_HISTORY = 200
@@ -48,19 +53,16 @@ class TableState:
     initial_load_ended: bool = False
     snapshot_pass_ended: bool = False
     marker_free_rows: int = 0
-    stopped: str | None = None
     toast_snapshot: str | None = None  # checkpoint path of the keep-last store
     topic: str | None = None  # the Kafka topic its events come from (a rebuild signals Debezium for it)
     rows_published: int = 0
     files_published: int = 0
     last_published_at: float | None = None  # epoch seconds of the last batch that published a file
-    # A rebuild in progress (``connector.operate.rebuild``): its phase, when the phase began (epoch seconds),
-    # the request it serves, and why the table was stopped.
-    rebuild: str | None = None
-    rebuild_at: float | None = None
-    rebuild_request: str | None = None
-    rebuild_reason: str | None = None
-    automatic_rebuilds: int = 0
+    lifecycle: Lifecycle = Lifecycle()  # running, stopped, rebuilding, refreshing (``publish.lifecycle``)
+
+    def with_stop(self, reason: str, mirror: MirrorSettings, now: float | None = None) -> TableState:
+        """A copy stopped for ``reason``, or with its automatic rebuild begun (``Lifecycle.stop``)."""
+        return replace(self, lifecycle=self.lifecycle.stop(reason, mirror, now=time.time() if now is None else now))
 
     def arrow_schema(self) -> pa.Schema | None:
         """The established column types, ``None`` before the first file."""
@@ -123,12 +125,18 @@ class LedgerState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LedgerState:
-        """Parse the JSON form."""
+        """Parse the JSON form (this version's, or an older one).
+
+        Raises:
+            ValueError: a newer release wrote it (its lifecycle or fields may mean what this one cannot know).
+        """
+        version = int(data.get("version", 1))
+        if version > _VERSION:
+            msg = f"ledger format {version} was written by a newer release of the connector (this one reads {_VERSION})"
+            raise ValueError(msg)
         tables = {}
         for name, raw in data.get("tables", {}).items():
-            raw = dict(raw)
-            raw["key_columns"] = tuple(raw.get("key_columns", ()))
-            tables[name] = TableState(**raw)
+            tables[name] = _table_from_json(raw)
         sources = tuple(
             BatchSource(int(s["batch_id"]), tuple(str(line) for line in s["offsets"])) for s in data.get("sources", ())
         )
@@ -269,6 +277,16 @@ class BatchLedger:
     def read_toast_snapshot(self, path: str) -> bytes:
         """Read a TOAST store snapshot written by ``write_toast_snapshot``."""
         return self.storage.read_bytes(path)
+
+
+def _table_from_json(raw: dict[str, Any]) -> TableState:
+    fields = {k: v for k, v in raw.items() if k not in V1_FIELDS}
+    fields["key_columns"] = tuple(raw.get("key_columns", ()))
+    if "lifecycle" in raw:
+        fields["lifecycle"] = Lifecycle.from_json(raw["lifecycle"])
+    else:
+        fields["lifecycle"] = Lifecycle.from_v1_fields(raw)
+    return TableState(**fields)
 
 
 def _first_line(exc: Exception) -> str:

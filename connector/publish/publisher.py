@@ -22,7 +22,6 @@ from connector.publish.batch_result import BatchResult
 from connector.publish.ledger import BatchPlan, LedgerState, PlannedFile
 from connector.publish.per_table import for_each_table
 from connector.publish.staging import digest
-from connector.publish.table_stops import stop_or_rebuild
 from connector.storage.base import Storage, join
 
 log = logging.getLogger(__name__)
@@ -84,7 +83,7 @@ def publish_plan(
             entry.bytes += planned.size
         if error is not None:
             failed = True
-            tables[tid] = stop_or_rebuild(tables[tid], error, mirror)
+            tables[tid] = tables[tid].with_stop(error, mirror)
             result.stopped[tid] = error
             log.error("table %s stopped: %s", tid, error)
     return plan.state if not failed else replace(plan.state, tables=tables)

@@ -28,7 +28,6 @@ from connector.publish.metadata import ensure_partner_events, ensure_table_metad
 from connector.publish.numbering import FileNumbering, check_no_gap
 from connector.publish.staging import TableChange, cast_to, restage, with_marker
 from connector.publish.table_rows import TableFiles, merge_schema
-from connector.publish.table_stops import begin_rebuild
 from connector.storage.base import Storage, join
 
 log = logging.getLogger(__name__)
@@ -145,7 +144,7 @@ class TablePlanner:
             "rebuilding the table"
         )
         log.warning("table %s: %s", ref.id, reason)
-        return begin_rebuild(table_state, reason)
+        return replace(table_state, lifecycle=table_state.lifecycle.begin_rebuild(reason, now=time.time()))
 
     def _ensure_metadata(self, ref: TableRef, content: dict[str, object], table_state: TableState) -> None:
         """``_metadata.json`` written once and meaning ``content``; a deleted folder found on the way stops the table.

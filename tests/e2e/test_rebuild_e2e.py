@@ -27,6 +27,7 @@ from confluent_kafka import Consumer
 
 from connector.oracle.verify import verify
 from connector.publish.ledger import BatchLedger, TableState
+from connector.publish.lifecycle import Phase
 from connector.storage import LocalStorage
 from tests.e2e.mirror_source import postgres_source, wait_for_watermark
 from tests.support.debezium import notification
@@ -268,9 +269,9 @@ def test_type_change_is_rebuilt_automatically_while_other_tables_stream(stack: d
             change_type(conn, table)
             with Writer(stack["postgres"], table, other, seed=7) as writer:
                 rebuilt = connector.wait_for(
-                    "snapshot request", lambda t: t.rebuild == "snapshot-requested", f"public.{table}"
+                    "snapshot request", lambda t: t.lifecycle.phase == "snapshot-requested", f"public.{table}"
                 )
-                assert "changed type" in (rebuilt.rebuild_reason or "") and rebuilt.automatic_rebuilds == 1
+                assert "changed type" in (rebuilt.lifecycle.reason or "") and rebuilt.lifecycle.automatic_rebuilds == 1
                 started, completed = wait_for_snapshot(notifications, before, table)
                 time.sleep(1)
         # Writes to the rebuilt table and the other one went on while Debezium read the table in chunks.
@@ -285,7 +286,7 @@ def test_type_change_is_rebuilt_automatically_while_other_tables_stream(stack: d
     assert "Traceback" not in log
     ledger = BatchLedger(LocalStorage(tmp_path / "cp")).state.tables
     # The other table never stopped, and its files were numbered on without a restart.
-    assert ledger[f"public.{other}"].stopped is None and ledger[f"public.{other}"].rebuild is None
+    assert ledger[f"public.{other}"].lifecycle.phase == Phase.RUNNING
     assert f"table public.{other} stopped" not in log
     assert ledger[f"public.{table}"].arrow_schema().field("qty").type.bit_width == 64  # type: ignore[union-attr]
     shown = run_connector("tables", "--checkpoint", str(tmp_path / "cp"))
@@ -309,12 +310,12 @@ def test_manual_rebuild_survives_kill_9_while_waiting_and_during_the_snapshot(
             connector.start()
             connector.wait_for("initial rows", lambda t: t.rows_published >= ROWS, table_id)
             change_type(conn, table)
-            connector.wait_for("stop", lambda t: t.stopped is not None, table_id)
-            assert connector.table(table_id).rebuild is None  # type: ignore[union-attr]  # stay: an operator decides
+            connector.wait_for("stop", lambda t: t.lifecycle.stop_reason is not None, table_id)
+            assert connector.table(table_id).lifecycle.phase == Phase.STOPPED  # type: ignore[union-attr]  # stay: an operator decides
 
             requested = run_connector("rebuild", table_id, "--checkpoint", str(tmp_path / "cp"))
             assert requested.returncode == 0, requested.stdout + requested.stderr
-            connector.wait_for("folder deletion", lambda t: t.rebuild == "waiting-for-fabric", table_id)
+            connector.wait_for("folder deletion", lambda t: t.lifecycle.phase == "waiting-for-fabric", table_id)
             assert not (tmp_path / "lz" / "public.schema" / table).exists()
             assert connector.stop(signal.SIGKILL) == -signal.SIGKILL  # killed in the middle of the rebuild
             write_some(conn, rng, table, other, 100)
@@ -322,7 +323,7 @@ def test_manual_rebuild_survives_kill_9_while_waiting_and_during_the_snapshot(
             before = now_ms()
             with Writer(stack["postgres"], table, other, seed=12) as writer:
                 connector.start()
-                connector.wait_for("snapshot request", lambda t: t.rebuild == "snapshot-requested", table_id)
+                connector.wait_for("snapshot request", lambda t: t.lifecycle.phase == "snapshot-requested", table_id)
                 time.sleep(rng.uniform(0.2, 1.0))
                 assert connector.stop(signal.SIGKILL) == -signal.SIGKILL  # killed again, during the snapshot
                 connector.start()
@@ -335,5 +336,5 @@ def test_manual_rebuild_survives_kill_9_while_waiting_and_during_the_snapshot(
         connector.kill_if_running()
         notifications.close()
     ledger = BatchLedger(LocalStorage(tmp_path / "cp")).state.tables
-    assert ledger[f"public.{other}"].stopped is None
-    assert ledger[table_id].stopped is None and ledger[table_id].rebuild == "snapshot-requested"
+    assert ledger[f"public.{other}"].lifecycle.stop_reason is None
+    assert ledger[table_id].lifecycle.stop_reason is None and ledger[table_id].lifecycle.phase == "snapshot-requested"

@@ -19,6 +19,7 @@ import pytest
 
 from connector.oracle.verify import verify
 from connector.publish.ledger import BatchLedger
+from connector.publish.lifecycle import Phase
 from connector.storage import LocalStorage
 from tests.e2e.mirror_source import mariadb_source, wait_for_watermark
 from tests.e2e.test_rebuild_e2e import WAIT_S, Connector, Notifications, now_ms, write_config
@@ -67,7 +68,7 @@ def test_mariadb_type_change_is_rebuilt_through_an_incremental_snapshot(
         with mariadb.cursor() as cursor:
             cursor.execute(f"ALTER TABLE {TABLE} MODIFY qty BIGINT NOT NULL")
             cursor.execute(f"UPDATE {TABLE} SET qty = qty + 5000000000 WHERE id <= 10")
-        connector.wait_for("snapshot request", lambda t: t.rebuild == "snapshot-requested", table_id)
+        connector.wait_for("snapshot request", lambda t: t.lifecycle.phase == "snapshot-requested", table_id)
         deadline = time.monotonic() + WAIT_S
         while notifications.incremental("COMPLETED", before) is None:
             assert time.monotonic() < deadline, f"no COMPLETED notification: {notifications.seen}"
@@ -87,6 +88,8 @@ def test_mariadb_type_change_is_rebuilt_through_an_incremental_snapshot(
         connector.kill_if_running()
         notifications.close()
     ledger = BatchLedger(LocalStorage(tmp_path / "cp")).state.tables
-    assert ledger[f"mirror.{OTHER}"].stopped is None and ledger[f"mirror.{OTHER}"].rebuild is None
-    assert ledger[table_id].rebuild == "snapshot-requested" and ledger[table_id].automatic_rebuilds == 1
+    assert ledger[f"mirror.{OTHER}"].lifecycle.phase == Phase.RUNNING
+    assert (
+        ledger[table_id].lifecycle.phase == "snapshot-requested" and ledger[table_id].lifecycle.automatic_rebuilds == 1
+    )
     assert f"asked Debezium ({prefix}) for an incremental snapshot of mirror.{TABLE}" in connector.log()

@@ -16,12 +16,13 @@ from connector.commands.tables import rebuild_command, table_lines, tables_comma
 from connector.config import MirrorSettings, RebuildSettings
 from connector.operate.rebuild import RebuildError, TableRebuilder, pending_requests
 from connector.publish.ledger import TableState
-from connector.publish.table_stops import DELETING, SNAPSHOT_REQUESTED, WAITING
+from connector.publish.lifecycle import Lifecycle, Phase
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from connector.stream.snapshot_signal import signal_target, signal_value
 from tests.support.debezium import Topic, field
 
+DELETING, WAITING, SNAPSHOT_REQUESTED = Phase.DELETING, Phase.WAITING, Phase.SNAPSHOT_REQUESTED
 COLUMNS = [field("id", "int32", optional=False), field("name", "string")]
 CHANGED = [field("id", "int32", optional=False), field("name", "int64")]
 CUSTOMERS = "public.customers"
@@ -82,7 +83,7 @@ def test_automatic_rebuild_after_a_type_change_recreates_the_table_from_file_one
     t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
     stop_customers(sink, t, other)
     table = sink.ledger.state.tables[CUSTOMERS]
-    assert table.rebuild == DELETING and table.automatic_rebuilds == 1
+    assert table.lifecycle.phase == DELETING and table.lifecycle.automatic_rebuilds == 1
     assert sink.stopped_tables == {} and sink.rebuilding_tables == {CUSTOMERS: DELETING}
     assert files(landing)  # deleted only at the next batch, under the same fence
 
@@ -92,10 +93,14 @@ def test_automatic_rebuild_after_a_type_change_recreates_the_table_from_file_one
     assert result.stopped == {}
     assert files(landing) == ["00000000000000000001.parquet", "_metadata.json"]
     rebuilt = sink.ledger.state.tables[CUSTOMERS]
-    assert rebuilt.rebuild == SNAPSHOT_REQUESTED and rebuilt.stopped is None and rebuilt.next_number == 2
+    assert (
+        rebuilt.lifecycle.phase == SNAPSHOT_REQUESTED
+        and rebuilt.lifecycle.stop_reason is None
+        and rebuilt.next_number == 2
+    )
     assert rebuilt.arrow_schema().field("name").type.bit_width == 64  # type: ignore[union-attr]
     # The other table never stopped and kept its numbering.
-    assert sink.ledger.state.tables["public.orders"].stopped is None
+    assert sink.ledger.state.tables["public.orders"].lifecycle.stop_reason is None
     assert files(landing, "public.schema/orders")[:3] == [f"0000000000000000000{i}.parquet" for i in (1, 2, 3)]
 
 
@@ -105,7 +110,7 @@ def test_a_rebuild_waits_until_fabric_no_longer_lists_the_table(tmp_path: Path) 
     t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
     stop_customers(sink, t, other)
     sink.advance_rebuilds()
-    assert sink.ledger.state.tables[CUSTOMERS].rebuild == WAITING
+    assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == WAITING
     assert not landing.exists("public.schema/customers/_metadata.json")
     # Events of the table are skipped while Fabric still has it.
     result = sink.process_batch(2, [t.record("c", None, {"id": 3, "name": 7})])
@@ -113,7 +118,7 @@ def test_a_rebuild_waits_until_fabric_no_longer_lists_the_table(tmp_path: Path) 
     fabric.tables = {}
     sink.advance_rebuilds()
     assert signals.sent == [(CUSTOMERS, "dbserver1.public.customers")]
-    assert sink.ledger.state.tables[CUSTOMERS].rebuild == SNAPSHOT_REQUESTED
+    assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == SNAPSHOT_REQUESTED
 
 
 def test_without_a_readable_fabric_status_a_rebuild_waits_the_configured_delay(tmp_path: Path) -> None:
@@ -127,14 +132,16 @@ def test_without_a_readable_fabric_status_a_rebuild_waits_the_configured_delay(t
     from connector.publish.ledger import LedgerState
 
     state = LedgerState(
-        tables={CUSTOMERS: TableState("public.schema/customers", topic="p.public.customers", rebuild=DELETING)}
+        tables={
+            CUSTOMERS: TableState("public.schema/customers", topic="p.public.customers", lifecycle=Lifecycle(DELETING))
+        }
     )
     state = rebuilder.advance(state)
-    assert state.tables[CUSTOMERS].rebuild == WAITING and state.tables[CUSTOMERS].rebuild_at == 1000.0
+    assert state.tables[CUSTOMERS].lifecycle.phase == WAITING and state.tables[CUSTOMERS].lifecycle.since == 1000.0
     now[0] = 1059.0
     assert rebuilder.advance(state) is state and signals.sent == []
     now[0] = 1060.0
-    assert rebuilder.advance(state).tables[CUSTOMERS].rebuild == SNAPSHOT_REQUESTED
+    assert rebuilder.advance(state).tables[CUSTOMERS].lifecycle.phase == SNAPSHOT_REQUESTED
 
 
 def test_a_manual_rebuild_survives_restarts_between_its_phases(
@@ -150,7 +157,7 @@ def test_a_manual_rebuild_survives_restarts_between_its_phases(
     assert len(pending_requests(checkpoint)) == 1
     signals.fail = True  # the signal cannot be sent: the rebuild waits, the folder is gone already
     sink.advance_rebuilds()
-    assert sink.ledger.state.tables[CUSTOMERS].rebuild == WAITING and not files(landing)
+    assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == WAITING and not files(landing)
     assert pending_requests(checkpoint) == []
 
     # A restart (kill -9: a new sink on the same ledger) goes on where the rebuild stood.
@@ -175,12 +182,12 @@ def test_a_request_served_before_a_crash_is_not_served_twice(tmp_path: Path) -> 
     path, request = pending_requests(checkpoint)[0]
     data = checkpoint.read_bytes(path)
     sink.advance_rebuilds()
-    at = sink.ledger.state.tables[CUSTOMERS].rebuild_at
+    at = sink.ledger.state.tables[CUSTOMERS].lifecycle.since
     checkpoint.replace(path, data)  # the crash came after the commit, before the request file was removed
     restarted, _, _ = make_sink(tmp_path, signals, rebuild=RebuildSettings(wait_s=3600))
     restarted.advance_rebuilds()
     table = restarted.ledger.state.tables[CUSTOMERS]
-    assert table.rebuild == WAITING and table.rebuild_at == at and table.rebuild_request == request.id
+    assert table.lifecycle.phase == WAITING and table.lifecycle.since == at and table.lifecycle.request == request.id
 
 
 def test_automatic_rebuilds_give_up_after_the_configured_count(tmp_path: Path) -> None:
@@ -305,7 +312,7 @@ def test_a_rebuild_waits_on_fabrics_rest_status_and_falls_back_to_the_delay_when
         stop_customers(sink, t, other)
         sink.advance_rebuilds()
         sink.advance_rebuilds()
-        assert sink.ledger.state.tables[CUSTOMERS].rebuild == WAITING and signals.sent == []
+        assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == WAITING and signals.sent == []
         # `tables` shows Fabric's view beside ours.
         line = next(x for x in table_lines(sink.ledger, reader.tables()) if x.table == CUSTOMERS)
         assert (line.state, line.fabric_state) == ("rebuilding:waiting-for-fabric", "Replicating")
@@ -320,7 +327,7 @@ def test_a_rebuild_waits_on_fabrics_rest_status_and_falls_back_to_the_delay_when
         result = sink.process_batch(4, [t.record("u", None, {"id": 2, "name": "back to text"})])
         assert "changed type" in result.stopped[CUSTOMERS]
         sink.advance_rebuilds()
-        assert sink.ledger.state.tables[CUSTOMERS].rebuild == WAITING and len(signals.sent) == 1
+        assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == WAITING and len(signals.sent) == 1
 
 
 def test_a_signal_that_keeps_failing_is_logged_once_per_reason(
@@ -341,4 +348,4 @@ def test_a_signal_that_keeps_failing_is_logged_once_per_reason(
     ]
     signals.fail = False
     sink.advance_rebuilds()
-    assert sink.ledger.state.tables[CUSTOMERS].rebuild == SNAPSHOT_REQUESTED
+    assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == SNAPSHOT_REQUESTED

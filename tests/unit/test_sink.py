@@ -26,6 +26,7 @@ from connector.events import KafkaRecord
 from connector.oracle.landing_reader import arrow_owned, read_data_file
 from connector.oracle.validate import validate_landing_zone
 from connector.publish.ledger import TableState
+from connector.publish.lifecycle import Phase
 from connector.sink import MirrorSink
 from connector.storage.base import FileInfo, Storage, WriterIdentity, WriterLease
 from connector.storage.local import LocalStorage
@@ -472,7 +473,7 @@ def test_a_second_snapshot_pass_in_the_initial_load_rebuilds_the_table(
     for batch_id, reads in enumerate(batches):
         sink.process_batch(batch_id, [t.record("r", None, row(key), snapshot=mark) for mark, key in reads])
     state = _only_table(sink)
-    assert state.rebuild == "deleting" and state.stopped and "second snapshot pass" in state.stopped
+    assert state.lifecycle.phase == "deleting" and "second snapshot pass" in (state.lifecycle.stop_reason or "")
     assert not [p for p in zone.storage.list_dir(CUSTOMERS) if p.path.rsplit("/", 1)[-1].startswith("_staged")]
 
 
@@ -493,7 +494,7 @@ def test_one_snapshot_pass_is_no_second_pass(zone: Zone, batches: list[list[tupl
     sink.process_batch(last, [t.record("c", None, row(9))])
     sink.process_batch(last + 1, [t.record("r", None, row(1), snapshot="first")])  # after a change: upserted
     state = _only_table(sink)
-    assert state.rebuild is None and not state.stopped
+    assert state.lifecycle.phase in (Phase.RUNNING, Phase.STOPPED) and not state.lifecycle.stop_reason
     last = zone.read_rows()[-1]
     assert (last["id"], last["__rowMarker__"]) == (1, 4)
 

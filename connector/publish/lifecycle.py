@@ -1,0 +1,200 @@
+"""A table's lifecycle: the one state machine that says whether a table publishes, waits, or is being healed.
+
+Every decision about a whole table goes through here: a stop (a poison event, a type change, a truncate), a
+rebuild (delete the folder, wait for Fabric, re-snapshot it; ``connector.operate.rebuild`` runs the steps), and a
+refresh (re-snapshot it without deleting the folder, for a column whose existing rows changed without an event).
+The ledger persists it per table (``TableState.lifecycle``), so a crash at any instant resumes where it stood.
+
+::
+
+    RUNNING ──stop──> STOPPED ─────────────────────────┐ (operator's rebuild, or on_table_stopped: rebuild)
+       │                                               v
+       ├──begin_rebuild──> DELETING ──folder_deleted──> WAITING ──snapshot_requested──> SNAPSHOT_REQUESTED
+       │                                                                                   ^     │
+       └──begin_refresh──> REFRESH_PENDING ──snapshot_requested────────────────────────────┘     │
+                                     ^                                                           │
+                                     └─────────────────────────begin_refresh─────────────────────┘
+
+``SNAPSHOT_REQUESTED`` is a running table whose rows Debezium is reading again: its events are written as upserts
+(marker 4), so a snapshot read of a row that exists already replaces it instead of inserting it twice. Any state
+but ``STOPPED``, ``DELETING`` and ``WAITING`` publishes; those three skip the table's events.
+
+Adding a state: a member of ``Phase``, its transitions below, its place in ``PUBLISHING`` / ``BLOCKING``, and its
+word in ``Lifecycle.word``; nothing outside this module decodes phases.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from connector.config import MirrorSettings
+from connector.errors import ConnectorError
+
+log = logging.getLogger(__name__)
+
+#: After this long without an automatic rebuild, a table's automatic rebuilds are counted afresh.
+AUTOMATIC_COUNT_RESET_S = 86_400.0
+
+
+class Phase(StrEnum):
+    """Where a table stands; the values are what the ledger stores and ``tables`` shows."""
+
+    RUNNING = "running"
+    STOPPED = "stopped"
+    DELETING = "deleting"
+    WAITING = "waiting-for-fabric"
+    REFRESH_PENDING = "refresh-pending"
+    SNAPSHOT_REQUESTED = "snapshot-requested"
+
+
+#: Phases whose table publishes nothing and whose events are skipped.
+SKIPPING = frozenset({Phase.STOPPED, Phase.DELETING, Phase.WAITING})
+#: Phases of a rebuild the rebuilder still has to move on (the folder is deleted, or Fabric must drop the table).
+BLOCKING = frozenset({Phase.DELETING, Phase.WAITING})
+#: Phases whose events are upserts: Debezium re-reads (or is about to re-read) rows the folder may hold.
+UPSERTING = frozenset({Phase.REFRESH_PENDING, Phase.SNAPSHOT_REQUESTED})
+
+
+class LifecycleError(ConnectorError):
+    """A transition the table's current phase does not allow (a bug in the caller, never bad input)."""
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """One table's phase, why it entered it, when, and the rebuilds already spent on it."""
+
+    phase: Phase = Phase.RUNNING
+    reason: str | None = None  # why the table stopped, or why its rebuild or refresh began
+    since: float | None = None  # epoch seconds when the phase began
+    request: str | None = None  # the operator's rebuild request this phase serves
+    automatic_rebuilds: int = 0
+    last_rebuild_at: float | None = None  # when the last rebuild moved (counts automatic rebuilds afresh after a day)
+
+    # -- questions the sink, the rebuilder, ``tables`` and the metrics ask --------------------------------------
+
+    @property
+    def skips_events(self) -> bool:
+        """Whether the table publishes nothing now (stopped, or its rebuild has not reached the snapshot)."""
+        return self.phase in SKIPPING
+
+    @property
+    def is_rebuilding(self) -> bool:
+        """Whether a rebuild step is still to be done before the table runs again."""
+        return self.phase in BLOCKING
+
+    @property
+    def upserts(self) -> bool:
+        """Whether the table's events are written as upserts (a snapshot re-reads rows the folder may hold)."""
+        return self.phase in UPSERTING
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the table publishes nothing, ``None`` while it publishes."""
+        return self.reason if self.skips_events else None
+
+    @property
+    def word(self) -> str:
+        """What ``tables`` shows: running, stopped, rebuilding:<phase>, or refreshing."""
+        if self.is_rebuilding:
+            return f"rebuilding:{self.phase.value}"
+        if self.phase is Phase.STOPPED:
+            return "stopped"
+        if self.phase is Phase.REFRESH_PENDING:
+            return "refreshing"
+        return "running"
+
+    # -- transitions -------------------------------------------------------------------------------------------
+
+    def stop(self, reason: str, mirror: MirrorSettings, *, now: float) -> Lifecycle:
+        """The table cannot publish: stopped, or (``on_table_stopped: rebuild``) its rebuild begun, within limits."""
+        if mirror.on_table_stopped != "rebuild":
+            return replace(self, phase=Phase.STOPPED, reason=reason, since=now)
+        count = self.automatic_rebuilds
+        if self.last_rebuild_at is not None and now - self.last_rebuild_at > AUTOMATIC_COUNT_RESET_S:
+            count = 0
+        if count >= mirror.rebuild.max_automatic:
+            gave_up = f"{reason} (not rebuilt automatically: {count} automatic rebuild(s) already; run `rebuild`)"
+            return replace(self, phase=Phase.STOPPED, reason=gave_up, since=now)
+        log.warning("table stopped: %s; rebuilding it automatically (attempt %d)", reason, count + 1)
+        return replace(self.begin_rebuild(reason, now=now), automatic_rebuilds=count + 1)
+
+    def begin_rebuild(self, reason: str, *, now: float, request: str | None = None) -> Lifecycle:
+        """Delete the folder next, whatever the table was doing (an operator's request resets the automatic count)."""
+        return replace(
+            self,
+            phase=Phase.DELETING,
+            reason=reason,
+            since=now,
+            request=request,
+            last_rebuild_at=now,
+            automatic_rebuilds=0 if request is not None else self.automatic_rebuilds,
+        )
+
+    def folder_deleted(self, *, now: float) -> Lifecycle:
+        """The folder is gone: wait until Fabric dropped the table."""
+        self._expect(Phase.DELETING)
+        return replace(self, phase=Phase.WAITING, since=now, last_rebuild_at=now)
+
+    def begin_refresh(self, reason: str, *, now: float) -> Lifecycle:
+        """Re-read the table into its folder as it stands (no deletion): the table keeps publishing meanwhile.
+
+        A stopped or rebuilding table is left as it is: its rebuild re-reads every row anyway.
+        """
+        if self.skips_events:
+            return self
+        return replace(self, phase=Phase.REFRESH_PENDING, reason=reason, since=now, request=None)
+
+    def snapshot_requested(self, *, now: float) -> Lifecycle:
+        """Debezium was asked to re-read the table: it runs again, writing upserts."""
+        self._expect(Phase.WAITING, Phase.REFRESH_PENDING)
+        rebuilt = self.phase is Phase.WAITING
+        return replace(
+            self,
+            phase=Phase.SNAPSHOT_REQUESTED,
+            since=now,
+            last_rebuild_at=now if rebuilt else self.last_rebuild_at,
+        )
+
+    def _expect(self, *phases: Phase) -> None:
+        if self.phase not in phases:
+            allowed = " or ".join(p.value for p in phases)
+            msg = f"table lifecycle: expected {allowed}, found {self.phase.value} ({self.reason or 'no reason'})"
+            raise LifecycleError(msg)
+
+    # -- persistence -------------------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (ledger version 2)."""
+        return {k: (v.value if isinstance(v, Phase) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Lifecycle:
+        """Parse the JSON form (ledger version 2)."""
+        return cls(**{**raw, "phase": Phase(raw.get("phase", Phase.RUNNING.value))})
+
+    @classmethod
+    def from_v1_fields(cls, raw: Mapping[str, Any]) -> Lifecycle:
+        """The lifecycle a version-1 ledger recorded as flat fields (``stopped``, ``rebuild``, ``rebuild_*``)."""
+        stopped = raw.get("stopped")
+        rebuild = raw.get("rebuild")
+        at = raw.get("rebuild_at")
+        base = cls(
+            request=raw.get("rebuild_request"),
+            automatic_rebuilds=int(raw.get("automatic_rebuilds", 0)),
+            last_rebuild_at=at,
+        )
+        if rebuild in (Phase.DELETING.value, Phase.WAITING.value):
+            return replace(base, phase=Phase(rebuild), reason=raw.get("rebuild_reason") or stopped, since=at)
+        if stopped is not None:
+            return replace(base, phase=Phase.STOPPED, reason=stopped, since=at)
+        if rebuild == Phase.SNAPSHOT_REQUESTED.value:
+            return replace(base, phase=Phase.SNAPSHOT_REQUESTED, reason=raw.get("rebuild_reason"), since=at)
+        return base
+
+
+#: The flat fields a version-1 ledger wrote for what is now ``Lifecycle``.
+V1_FIELDS = ("stopped", "rebuild", "rebuild_at", "rebuild_request", "rebuild_reason", "automatic_rebuilds")

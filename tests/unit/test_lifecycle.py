@@ -1,0 +1,116 @@
+"""The table lifecycle: its transitions, the ones it refuses, and the ledger formats it is read from."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from connector.commands.tables import table_lines
+from connector.config import MirrorSettings, RebuildSettings
+from connector.publish.ledger import BatchLedger, LedgerState
+from connector.publish.lifecycle import AUTOMATIC_COUNT_RESET_S, Lifecycle, LifecycleError, Phase
+from connector.storage.local import LocalStorage
+
+LEDGER_V1 = Path(__file__).parents[1] / "data" / "ledger_v1"
+STAY = MirrorSettings()
+REBUILD = MirrorSettings(on_table_stopped="rebuild", rebuild=RebuildSettings(max_automatic=2))
+
+
+def test_a_stop_stays_stopped_unless_automatic_rebuilds_are_on() -> None:
+    stopped = Lifecycle().stop("poison at t[0]@3", STAY, now=10.0)
+    assert (stopped.phase, stopped.reason, stopped.since) == (Phase.STOPPED, "poison at t[0]@3", 10.0)
+    assert stopped.skips_events and not stopped.is_rebuilding and stopped.word == "stopped"
+    rebuilding = Lifecycle().stop("poison at t[0]@3", REBUILD, now=10.0)
+    assert rebuilding.phase is Phase.DELETING and rebuilding.automatic_rebuilds == 1
+    assert rebuilding.word == "rebuilding:deleting" and rebuilding.stop_reason == "poison at t[0]@3"
+
+
+def test_automatic_rebuilds_give_up_at_the_limit_and_count_afresh_after_a_day() -> None:
+    spent = Lifecycle(Phase.SNAPSHOT_REQUESTED, automatic_rebuilds=2, last_rebuild_at=100.0)
+    gave_up = spent.stop("again", REBUILD, now=200.0)
+    assert gave_up.phase is Phase.STOPPED and "2 automatic rebuild(s) already" in (gave_up.reason or "")
+    later = spent.stop("again", REBUILD, now=100.0 + AUTOMATIC_COUNT_RESET_S + 1)
+    assert later.phase is Phase.DELETING and later.automatic_rebuilds == 1
+
+
+def test_a_rebuild_walks_deleting_waiting_snapshot_and_runs_again_upserting() -> None:
+    table = Lifecycle().begin_rebuild("operator", now=1.0, request="r1")
+    assert table.phase is Phase.DELETING and table.request == "r1" and table.skips_events
+    table = table.folder_deleted(now=2.0)
+    assert table.phase is Phase.WAITING and table.since == 2.0 and table.is_rebuilding
+    table = table.snapshot_requested(now=3.0)
+    assert table.phase is Phase.SNAPSHOT_REQUESTED and table.upserts and not table.skips_events
+    assert table.request == "r1" and table.reason == "operator" and table.word == "running"
+
+
+def test_a_refresh_keeps_publishing_and_upserts_from_the_start() -> None:
+    table = Lifecycle().begin_refresh("column region added with a default", now=5.0)
+    assert table.phase is Phase.REFRESH_PENDING and table.upserts and not table.skips_events
+    assert table.word == "refreshing"
+    assert table.snapshot_requested(now=6.0).phase is Phase.SNAPSHOT_REQUESTED
+    # A stopped or rebuilding table is re-read whole by its rebuild: a refresh changes nothing there.
+    stopped = Lifecycle(Phase.STOPPED, "poison")
+    assert stopped.begin_refresh("column added", now=7.0) is stopped
+
+
+@pytest.mark.parametrize(
+    ("table", "move"),
+    [
+        (Lifecycle(), lambda t: t.folder_deleted(now=1.0)),
+        (Lifecycle(Phase.STOPPED, "x"), lambda t: t.snapshot_requested(now=1.0)),
+        (Lifecycle(Phase.DELETING, "x"), lambda t: t.snapshot_requested(now=1.0)),
+    ],
+)
+def test_transitions_out_of_order_are_refused(table: Lifecycle, move: object) -> None:
+    with pytest.raises(LifecycleError, match="expected"):
+        move(table)  # type: ignore[operator]
+
+
+def test_the_json_form_round_trips_every_phase() -> None:
+    for phase in Phase:
+        table = Lifecycle(phase, "why", 1.5, "req", 2, 1.0)
+        assert Lifecycle.from_json(orjson.loads(orjson.dumps(table.to_json()))) == table
+
+
+def test_a_ledger_written_by_the_previous_release_is_read(tmp_path: Path) -> None:
+    """Version 1 kept the lifecycle as flat fields; the tables go on exactly where they stood."""
+    shutil.copytree(LEDGER_V1, tmp_path, dirs_exist_ok=True)
+    ledger = BatchLedger(LocalStorage(str(tmp_path)))
+    tables = ledger.state.tables
+    assert ledger.state.last_committed_batch == 12
+    assert tables["public.running"].lifecycle == Lifecycle()
+    assert tables["public.running"].next_number == 5 and tables["public.running"].key_columns == ("id",)
+    stopped = tables["public.stopped"].lifecycle
+    assert stopped.phase is Phase.STOPPED and "changed type" in (stopped.reason or "")
+    deleting = tables["public.deleting"].lifecycle
+    assert (deleting.phase, deleting.reason, deleting.request, deleting.since) == (
+        Phase.DELETING,
+        "truncated",
+        "req1",
+        1764000000.0,
+    )
+    waiting = tables["public.waiting"].lifecycle
+    assert (waiting.phase, waiting.automatic_rebuilds, waiting.since) == (Phase.WAITING, 1, 1764000100.0)
+    rebuilt = tables["public.rebuilt"].lifecycle
+    assert (rebuilt.phase, rebuilt.reason, rebuilt.automatic_rebuilds) == (Phase.SNAPSHOT_REQUESTED, "changed type", 2)
+    words = {line.table: line.state for line in table_lines(ledger)}
+    assert words == {
+        "public.deleting": "rebuilding:deleting",
+        "public.rebuilt": "running",
+        "public.running": "running",
+        "public.stopped": "stopped",
+        "public.waiting": "rebuilding:waiting-for-fabric",
+    }
+    # The next commit writes version 2, which reads back the same.
+    ledger.commit_state(ledger.state)
+    written = orjson.loads((tmp_path / "ledger" / "state.json").read_bytes())
+    assert written["version"] == 2 and "stopped" not in written["tables"]["public.stopped"]
+    assert BatchLedger(LocalStorage(str(tmp_path))).state == ledger.state
+
+
+def test_a_ledger_of_a_newer_release_is_refused_with_its_version() -> None:
+    with pytest.raises(ValueError, match="ledger format 3 was written by a newer release"):
+        LedgerState.from_json({"version": 3, "last_committed_batch": 0})
