@@ -52,6 +52,7 @@ KNOWN_METRICS = frozenset(
         "cdc_mirror_fabric_table_failed",
         "cdc_mirror_fabric_processed_rows",
         "cdc_mirror_fabric_status_readable",
+        "cdc_mirror_fabric_database_up",
         "cdc_mirror_source_lossy_settings",
     }
 )
