@@ -23,7 +23,7 @@ import orjson
 from connector.config import ConnectorSettings, load_settings
 from connector.debezium.decoder import open_decoder
 from connector.debezium.types import type_policy
-from connector.errors import ConfigError
+from connector.errors import ConfigError, ConnectorError
 from connector.operate import metrics
 from connector.operate.deadletter_output import open_dead_letter_writer
 from connector.publish.fence import WriterFence
@@ -37,13 +37,14 @@ from connector.stream.broker_check import BrokerCheck
 from connector.stream.debezium_settings import check_debezium_settings
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from connector.stream.preflight import check_before_spark
-from connector.stream.query_failure import explain_query_failure
+from connector.stream.query_failure import report_query_failure
 from connector.stream.rebuild_ticker import RebuildTicker
 from connector.stream.resume import resume_from_ledger, starting_offsets
 from connector.stream.shutdown import GracefulStop
 from connector.stream.snapshot_signal import KafkaSnapshotSignal
 from connector.stream.source import kafka_jars, stream, with_consumer_cache
 from connector.stream.spark_checkpoint import SparkCheckpoint
+from connector.stream.spark_log import route_to_file, write_to_debug_log
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,6 +93,7 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    _route_spark_log(spark, settings)
     # PySpark hands start-up settings to the JVM as ``--conf k=v`` arguments, readable by anyone in
     # /proc/<pid>/cmdline: secrets are set on the running session instead, resolved only here.
     for key, value in secret_conf.items():
@@ -336,11 +338,30 @@ def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.Health
             )
     exception = query.exception()
     if exception is not None and not graceful.explains(exception):
-        known = explain_query_failure(str(exception))
-        if known is not None:
-            raise known from None
-        msg = f"streaming query failed: {exception}"
-        raise RuntimeError(msg)
+        raise _query_failure(str(exception)) from None
+
+
+def _route_spark_log(spark: SparkSession, settings: ConnectorSettings) -> None:
+    """Spark's stack traces and errors to ``<checkpoint>/logs/spark.log``, its one-line warnings to the console.
+
+    A failed query is reported once, as the one ``error:`` line that names that file (``_query_failure``);
+    Spark's own reports of it (hundreds of lines of JVM stacks) would bury that line (``connector.stream.spark_log``).
+    """
+    debug_log = route_to_file(spark, Path(settings.checkpoint) / "logs" / "spark.log")
+    if debug_log is not None:
+        log.info("Spark's errors and stack traces are logged to %s", debug_log)
+
+
+def _query_failure(text: str) -> ConnectorError:
+    """The one error a failed query is reported as; its full text goes to Spark's debug log first.
+
+    Without a debug log (the operator's own Spark log configuration) the full text is logged here instead, for
+    a person to read when the cause is not one ``connector.stream.query_failure`` knows.
+    """
+    debug_log = write_to_debug_log(text)
+    if debug_log is None:
+        log.error("the streaming query failed: %s", text)
+    return report_query_failure(text, debug_log)
 
 
 def _stop(query: StreamingQuery, graceful: GracefulStop) -> None:
@@ -385,10 +406,7 @@ def _terminated(query: StreamingQuery, graceful: GracefulStop) -> bool:
         # request is the stop itself, anything else is ``_watch``'s to report.
         if graceful.explains(exc):
             return True
-        known = explain_query_failure(str(exc))
-        if known is not None:
-            raise known from None
-        raise
+        raise _query_failure(str(exc)) from None
 
 
 def run_from_args(args: argparse.Namespace, overrides: dict[str, Any]) -> int:

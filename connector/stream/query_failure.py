@@ -4,12 +4,14 @@ When the query fails, PySpark hands the driver one long exception text: Spark's 
 for a failure inside ``foreachBatch`` the Python traceback too. The few failures with a known cause and a
 known recovery are picked out here by their stable wording (Spark's ``KAFKA_DATA_LOSS`` conditions, the
 Kafka client's authentication errors, the connector's own errors raised in the batch); anything else stays
-a full report for a person to read.
+a full report for a person to read. Either way the job reports one ``error:`` line (``report_query_failure``):
+the stacks are in Spark's debug log (``connector.stream.spark_log``), which the line names.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from connector.errors import ConnectorError
 
@@ -28,6 +30,10 @@ class SourceRefused(ConnectorError):
 
 class BatchFailed(ConnectorError):
     """A connector error raised inside ``foreachBatch``, carried out of Spark as text."""
+
+
+class QueryFailed(ConnectorError):
+    """The query failed for a reason not recognised here; its first line is the message, the rest is in the log."""
 
 
 _RECOVERY = (
@@ -63,6 +69,38 @@ _AUTH_MARKERS = ("SaslAuthenticationException", "AuthenticationException", "SslA
 # A connector exception at the end of a Python traceback inside the JVM text:
 # "connector.storage.errors.StorageError: cannot write ...".
 _CONNECTOR_ERROR_LINE = re.compile(r"^(?P<type>connector(?:\.\w+)+?\.(?P<name>\w+)): (?P<message>.+)$", re.MULTILINE)
+
+
+_PYTHON_TRACEBACK = "Traceback (most recent call last):"
+_SHOWN = 400
+
+
+def report_query_failure(text: str, debug_log: Path | None) -> ConnectorError:
+    """The one error a failed query ``text`` is reported as: known ones explained, any other by its gist.
+
+    The message ends by naming ``debug_log``, where the JVM's stack traces and ``text`` in full were written
+    (``None``: the operator's own log configuration has them, and the job logs ``text`` itself).
+    """
+    where = f" (stack traces in {debug_log})" if debug_log is not None else ""
+    known = explain_query_failure(text)
+    if known is not None:
+        return type(known)(f"{known}{where}")
+    return QueryFailed(f"streaming query failed: {_gist(text)}{where}")
+
+
+def _gist(text: str) -> str:
+    """What a failure text amounts to in one line: the Python exception a batch raised, else the first line.
+
+    A Python traceback inside the JVM text ends with the exception's ``Type: message`` line, the first line
+    after its header that is not indented (the frames are); the last traceback is the one that ended the batch.
+    """
+    if _PYTHON_TRACEBACK in text:
+        tail = text[text.rindex(_PYTHON_TRACEBACK) + len(_PYTHON_TRACEBACK) :].splitlines()
+        raised = next((line for line in tail if line.strip() and not line[0].isspace()), None)
+        if raised is not None:
+            return raised.strip()[:_SHOWN]
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "no message")
+    return first[:_SHOWN]
 
 
 def explain_query_failure(text: str) -> ConnectorError | None:

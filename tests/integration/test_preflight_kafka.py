@@ -1,9 +1,10 @@
 """Kafka problems end ``run`` with one ``error:`` line (exit 2), on the real broker and real Spark.
 
 Before: records deleted from under the checkpoint (retention, ``delete_records``) failed the query with a
-Spark stack trace that buried the partition and offset; a client the brokers refuse showed a JVM trace
-after Spark had started. A topic pattern that matches nothing is not an error: Debezium creates topics
-with its first snapshot.
+Spark stack trace that buried the partition and offset (later: the one line after ~780 lines of Spark's ERROR
+log; those now go to ``<checkpoint>/logs/spark.log``, which the line names); a client the brokers refuse
+showed a JVM trace after Spark had started. A topic pattern that matches nothing is not an error: Debezium
+creates topics with its first snapshot.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from connector.config import SourceSettings
+from connector.stream.data_loss import LostRange, Partition, check_source, read_offsets_log
 from tests.integration.test_stream_kafka import connector_args
 from tests.support.kafka import REPO_ROOT, produce, run_connector
 from tests.support.model import Workload
@@ -146,17 +149,30 @@ def test_records_deleted_under_the_checkpoint_name_topic_partition_offset(
     deleted = admin.delete_records([TopicPartition(topic, 0, end - 1)], request_timeout=30)
     for future in deleted.values():
         future.result(timeout=30)
+    # Found before Spark trips over it, from Spark's own checkpoint: the offsets its last committed batch ended at.
+    spark_log = tmp_path / "cp" / "spark"
+    committed = max(int(p.name) for p in (spark_log / "commits").iterdir() if p.name.isdigit())
+    expected = read_offsets_log((spark_log / "offsets" / str(committed)).read_text())
+    assert expected is not None and expected[Partition(topic, 0)] == checkpointed
+    check = check_source(SourceSettings(bootstrap_servers=kafka_bootstrap), expected)
+    assert check.lost == (LostRange(topic, 0, checkpointed, end - 2, "retention", end - 1),)
 
     second = run_connector(*args)
     assert second.returncode == 2, second.stderr[-4000:]
     lines = second.stderr.splitlines()
-    # Spark's own log records still carry the JVM stack (and the batch's traceback inside it); no Python
-    # traceback of this process follows them, and the error line comes last.
-    assert not [line for line in lines if line.startswith("Traceback")], second.stderr[-4000:]
+    # Spark's reports of the failure (the executor's, the scheduler's, the query's: ~780 lines of JVM stacks and
+    # the batch's Python traceback inside them) go to the debug log the error line names; the console has one line.
     errors = error_lines(second.stderr)
     assert len(errors) == 1 and lines[-1] == errors[0], second.stderr[-4000:]
+    assert "Traceback" not in second.stderr, second.stderr[-4000:]
+    stack = [line for line in lines if line.startswith(("\tat ", "Caused by:")) or " ERROR " in line]
+    assert stack == [], second.stderr[-4000:]
     assert f"{topic}[0]@{checkpointed}" in errors[0]
     assert "snapshot" in errors[0] and "retention" in errors[0]
+    debug_log = tmp_path / "cp" / "logs" / "spark.log"
+    assert errors[0].endswith(f"(stack traces in {debug_log})"), errors[0]
+    logged = debug_log.read_text()
+    assert "Some data may have been lost" in logged and "\tat org.apache.spark" in logged, logged[-4000:]
 
 
 def test_brokers_refusing_the_client_is_one_line_before_spark(

@@ -19,7 +19,13 @@ import pytest
 
 from connector.storage.errors import StorageError
 from connector.storage.local import LocalStorage
-from connector.stream.query_failure import BatchFailed, SourceDataLost, explain_query_failure
+from connector.stream.query_failure import (
+    BatchFailed,
+    QueryFailed,
+    SourceDataLost,
+    explain_query_failure,
+    report_query_failure,
+)
 from tests.support.kafka import REPO_ROOT
 
 SAMPLE = REPO_ROOT / "connector" / "sample"
@@ -385,6 +391,33 @@ def test_connector_error_raised_in_a_batch_is_one_line() -> None:
     assert isinstance(error, BatchFailed)
     assert str(error).startswith("cannot write /lz/t/_tmp_1.part (create): No space left on device")
     assert explain_query_failure("java.lang.OutOfMemoryError: Java heap space") is None
+
+
+def test_any_query_failure_is_one_line_naming_the_debug_log() -> None:
+    """The job raises one error per failed query: the known ones explained, any other by the exception a batch
+    raised (the last line of the Python traceback in the JVM text, not the JVM's wrapper), never the whole text."""
+    debug_log = Path("/cp/logs/spark.log")
+    loss = report_query_failure(
+        _LOSS.format("COULD_NOT_READ_OFFSET_RANGE")
+        + " Could not read records in offset [7, 20) for topic partition t-1",
+        debug_log,
+    )
+    assert isinstance(loss, SourceDataLost)
+    assert str(loss).startswith("Kafka data lost at t[1]@7") and str(loss).endswith(
+        "(stack traces in /cp/logs/spark.log)"
+    )
+    text = (
+        "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink. "
+        "Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+        '  File "/x/job.py", line 3, in write\n    raise ValueError("a bug")\n'
+        "ValueError: a bug\n\n\tat py4j.Protocol.getReturnValue(Protocol.java:476)\n"
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o105.getResult."
+    )
+    failed = report_query_failure(text, debug_log)
+    assert isinstance(failed, QueryFailed)
+    assert str(failed) == "streaming query failed: ValueError: a bug (stack traces in /cp/logs/spark.log)"
+    jvm_only = report_query_failure("java.lang.OutOfMemoryError: Java heap space\n\tat a.b(C.java:1)", None)
+    assert str(jvm_only) == "streaming query failed: java.lang.OutOfMemoryError: Java heap space"
 
 
 def test_the_packaged_sample_is_refused_for_a_onelake_landing_zone(tmp_path: Path) -> None:
