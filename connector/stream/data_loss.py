@@ -15,9 +15,11 @@ partition (the end offsets of the last committed batch) with what the brokers ho
 * ``partition-gone``: the partition (or its whole topic) no longer exists.
 
 A compacted topic (``cleanup.policy`` ``compact`` without ``delete``) is not data loss: compaction leaves gaps
-between offsets by design (each key keeps its newest record, a tombstone its delete), the log start offset does
-not move, and Spark reads across the gaps. Its records cannot age out, so no ``retention`` range is reported for
-it; a re-created or vanished compacted topic is still a different or missing log, and is reported.
+between offsets by design (each key keeps its newest record), and Spark reads across them. Its records never age
+out and the brokers refuse ``DeleteRecords`` on it, so whatever is missing before its log start was superseded by
+a record still in the log: no ``retention`` range is reported for it. A re-created or vanished compacted topic is
+still a different or missing log, and is reported. What offsets cannot show: a consumer further behind than the
+topic's ``delete.retention.ms`` can miss a tombstone the cleaner already dropped (Kafka's own caveat).
 
 The broker is asked through one function (``read_brokers``) that returns plain data (``TopicState``); the
 comparison (``find_lost``) is a pure function of that data, so every rule is tested without a broker.
