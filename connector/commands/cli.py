@@ -222,7 +222,15 @@ def _add_landing_zone_readers(sub: argparse._SubParsersAction[argparse.ArgumentP
         "--source", required=True, help="postgresql://, mysql:// or mariadb://USER[:PASSWORD]@HOST:PORT/DB"
     )
     ver.add_argument("--landing-zone", help=_LANDING_ZONE_HELP)
-    ver.add_argument("--tables", help="comma-separated schema.table list; default: every mirrored table")
+    ver.add_argument(
+        "--tables",
+        help="comma-separated schema.table list, judged alone; default: every table of the mirrored schemas "
+        "(a source table there without a table folder is a difference)",
+    )
+    ver.add_argument(
+        "--ignore-tables",
+        help="comma-separated schema.table list never judged: tables deliberately not mirrored",
+    )
     _add_landing_zone_flags(ver)
 
 
@@ -332,7 +340,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         url, credential = _landing_zone(args)
         _check_landing_zone_url(url)
-        return verify_command(args.source, url, args.tables, credential=credential)
+        return verify_command(args.source, url, args.tables, credential=credential, ignore_tables=args.ignore_tables)
     if command in ("tables", "rebuild"):
         return _tables(args)
     msg = f"unknown command {command}"

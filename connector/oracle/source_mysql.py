@@ -33,7 +33,7 @@ import binascii
 import datetime as dt
 import json
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -281,6 +281,39 @@ class MySqlReader:
         """Close the connection."""
         self._conn.close()
 
+    def tables(self, schemas: Collection[str | None]) -> list[str]:
+        """The tables of databases ``schemas`` (``information_schema.TABLES``), ``database.table``.
+
+        Base tables and MariaDB's system-versioned tables hold rows Debezium captures; views and sequences
+        are left out. Only tables the user may read are listed, as ``verify`` could compare no other.
+        ``None`` is the URL's database, whose tables a table without a schema is read from; they are listed
+        by name alone.
+
+        Raises:
+            ConnectorError: ``None`` is asked for and the URL names no database.
+        """
+        ids: list[str] = []
+        named = sorted({s for s in schemas if s is not None})
+        if None in schemas:
+            if not self._source.database:
+                msg = f"a mirrored table has no schema and {self._source.label()} names no database"
+                raise ConnectorError(msg)
+            ids += [name for _, name in self._base_tables([self._source.database])]
+        ids += [f"{database}.{name}" for database, name in self._base_tables(named)]
+        return sorted(ids)
+
+    def _base_tables(self, databases: list[str]) -> list[tuple[str, str]]:
+        if not databases:
+            return []
+        marks = ", ".join(["%s"] * len(databases))
+        with self._conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "  # noqa: S608 - placeholders only
+                f"WHERE TABLE_SCHEMA IN ({marks}) AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')",
+                databases,
+            )
+            return [(str(database), str(name)) for database, name in cursor.fetchall()]
+
     def check(self, table: TableRef) -> None:
         """Find the source table of ``table`` and its columns.
 
@@ -298,12 +331,14 @@ class MySqlReader:
         self._columns[table] = columns
 
     def compare(self, table: TableRef, key_columns: list[str], mirror: pa.Table) -> TableReport:
-        """Every row of the source table compared with ``mirror`` in canonical forms (``compare_table``)."""
+        """Every row of the source table compared with ``mirror`` in canonical forms, and the column sets."""
         if table not in self._columns:
             self.check(table)
         columns = self._columns[table]
         database = _database_of(table, self._source)
-        return compare_table(table.id, key_columns, columns, self.rows(database, table.name, columns), mirror)
+        report = compare_table(table.id, key_columns, columns, self.rows(database, table.name, columns), mirror)
+        report.judge_columns([c.name for c in columns], mirror)
+        return report
 
     def columns(self, database: str, table: str) -> list[SourceColumn]:
         """The table's columns in order; empty when the table does not exist."""

@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import struct
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -48,24 +48,58 @@ class PostgresReader:
             self._conn.close()
             self._conn = None
 
+    def tables(self, schemas: Collection[str | None]) -> list[str]:
+        """The base tables of ``schemas`` (``information_schema.tables``), ``schema.table``.
+
+        ``BASE TABLE`` is what holds rows Debezium captures: views, foreign and temporary tables are left out.
+        A partitioned table is listed with its partitions: Debezium publishes the changes under the
+        partitions' names by default (under the root's with ``publish_via_partition_root``), so the side it
+        does not publish is one for ``verify --ignore-tables``. Only tables the user may read are listed,
+        as ``verify`` could compare no other. ``None`` is the session's ``current_schema()``, whose tables a
+        table without a schema is read from; they are listed by name alone.
+        """
+        conn = self._connection()
+        named = sorted({s for s in schemas if s is not None})
+        ids: list[str] = []
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT table_schema, table_name FROM information_schema.tables "
+                "WHERE table_type = 'BASE TABLE' AND table_schema = ANY(%s)",
+                (named,),
+            )
+            ids += [f"{schema}.{name}" for schema, name in cursor.fetchall()]
+            if None in schemas:
+                cursor.execute(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_type = 'BASE TABLE' AND table_schema = current_schema()"
+                )
+                ids += [str(name) for (name,) in cursor.fetchall()]
+        return sorted(ids)
+
     def check(self, table: TableRef) -> None:
-        """Nothing to check ahead: a missing source table fails its ``SELECT``."""
+        """Nothing to check ahead: ``verify`` compares only tables ``tables`` lists."""
 
     def compare(self, table: TableRef, key_columns: list[str], mirror: pa.Table) -> TableReport:
-        """``SELECT *`` from the source table, compared with ``mirror`` (``compare_rows``)."""
+        """``SELECT *`` from the source table, compared with ``mirror`` (``compare_rows``), columns included."""
         from psycopg import sql
 
-        if self._conn is None:
-            msg = "PostgresReader is used outside its with block"
-            raise RuntimeError(msg)
+        conn = self._connection()
         query = sql.SQL("SELECT * FROM {}").format(
             sql.Identifier(table.schema, table.name) if table.schema else sql.Identifier(table.name)
         )
-        with self._conn.cursor() as cursor:
+        with conn.cursor() as cursor:
             cursor.execute(query)
             names = [d.name for d in cursor.description or ()]
             rows = (dict(zip(names, values, strict=True)) for values in cursor)
-            return compare_rows(table.id, key_columns, rows, mirror)
+            report = compare_rows(table.id, key_columns, rows, mirror)
+        report.judge_columns(names, mirror)
+        return report
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None:
+            msg = "PostgresReader is used outside its with block"
+            raise RuntimeError(msg)
+        return self._conn
 
 
 def compare_rows(

@@ -1,8 +1,10 @@
 """What ``verify`` needs from a source database (``SourceReader``), and what its readers share.
 
-One reader per kind of database (``source_postgres``, ``source_mysql``): each knows how to read a mirrored
-table's rows from its database and to compare them with the table Delta gives back, in the forms its
-types need. ``verify`` runs one loop over the landing zone's tables with whichever reader the URL names.
+One reader per kind of database (``source_postgres``, ``source_mysql``): each knows how to list the tables
+of a schema (``verify`` judges the mirrored schemas whole, so a table without a folder is found), and how
+to read a mirrored table's rows from its database and compare them with the table Delta gives back, in the
+forms its types need, and its columns with the mirror's. ``verify`` runs one loop over the tables with
+whichever reader the URL names.
 
 Each reader names its database driver (``driver``), a package of the ``verify`` extra
 (``connector.oracle.extra``).
@@ -11,6 +13,7 @@ Each reader names its database driver (``driver``), a package of the ``verify`` 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Collection
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -37,6 +40,17 @@ class SourceReader(Protocol):
     def __exit__(self, *exc: object) -> None:
         """Close the connection."""
 
+    def tables(self, schemas: Collection[str | None]) -> list[str]:
+        """The ids of the source's tables in ``schemas``, as the landing zone names them (``schema.table``).
+
+        A schema is a Postgres schema or a MySQL/MariaDB database; ``None`` stands for the one a table without
+        a schema is read from (``TableRef`` without a schema), and its tables are listed by name alone. Only
+        tables that hold rows Debezium captures are listed (no views, no temporary tables).
+
+        Raises:
+            ConnectorError: ``None`` is asked for and the source names no database for it.
+        """
+
     def check(self, table: TableRef) -> None:
         """Make sure the source has ``table``, before its mirror is built.
 
@@ -45,7 +59,11 @@ class SourceReader(Protocol):
         """
 
     def compare(self, table: TableRef, key_columns: list[str], mirror: pa.Table) -> TableReport:
-        """Read ``table``'s rows from the source and compare them with ``mirror`` (what Delta holds)."""
+        """Read ``table``'s rows from the source and compare them with ``mirror`` (what Delta holds).
+
+        The column sets are compared too (``TableReport.judge_columns``): the rows are compared on the
+        source's columns only, so a column the source lost would otherwise go unseen.
+        """
 
 
 def show(value: Any) -> str:

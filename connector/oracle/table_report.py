@@ -1,8 +1,12 @@
-"""What ``verify`` reports for one table, whichever source database it compared."""
+"""What ``verify`` reports for one table, whichever source database it compared.
+
+A table is judged whole: its rows (``compare_by_key``), its column set (``TableReport.judge_columns``), and
+whether it is on both sides at all (``absent``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,11 +29,47 @@ class TableReport:
     examples: list[str] = field(default_factory=list)
     refused: str | None = None
     """Why Delta (so Fabric) refused the table, when it did: then nothing was compared."""
+    absent: str | None = None
+    """Where the table is missing (the landing zone or the source), when it is: then nothing was compared."""
+    extra_columns: dict[str, int] = field(default_factory=dict)
+    """Mirror columns the source table lacks (dropped or renamed there), each with the rows holding a value."""
+    missing_columns: list[str] = field(default_factory=list)
+    """Source columns the mirror lacks, though it holds the table."""
 
     @property
     def ok(self) -> bool:
-        """The mirror equals the source."""
-        return not (self.missing or self.extra or self.differing or self.refused)
+        """The mirror equals the source: in rows, in column set, and the table is on both sides."""
+        return not (
+            self.missing
+            or self.extra
+            or self.differing
+            or self.refused
+            or self.absent
+            or self.missing_columns
+            or any(self.extra_columns.values())
+        )
+
+    def judge_columns(self, source_columns: Sequence[str], mirror: pa.Table) -> None:
+        """Record the column set's differences between the source table and ``mirror`` (what Delta holds).
+
+        A mirror column the source lacks is a difference when any row holds a value in it: after a
+        ``DROP COLUMN`` (or the old name of a ``RENAME COLUMN``) Fabric keeps the old rows' values, so the
+        mirror shows data the source no longer has. One that is NULL in every row is recorded but is no
+        difference: it is what Fabric shows at worst after a column was dropped and the folder recreated,
+        and no query reads a value from it that the source lacks.
+
+        A source column the mirror lacks is a difference even where every source value is NULL: queries
+        naming it fail on the mirror (a nullable ``ADD COLUMN`` on a table no change has touched since, or
+        a column Debezium leaves out). A mirror without any column holds no Delta table yet (no data file):
+        its rows, if the source has any, are already missing, so no column is reported on top.
+        """
+        source = set(source_columns)
+        for name in mirror.column_names:
+            if name not in source:
+                self.extra_columns[name] = mirror.num_rows - mirror.column(name).null_count
+        if mirror.num_columns:
+            present = set(mirror.column_names)
+            self.missing_columns = [name for name in source_columns if name not in present]
 
     def add_example(self, text: str, limit: int = 5) -> None:
         """Keep ``text`` as an example difference, up to ``limit`` of them."""
@@ -40,10 +80,27 @@ class TableReport:
         """The report line the CLI prints."""
         if self.refused is not None:
             return f"{self.table}: refused by Delta (Fabric would stop this table): {self.refused}"
-        return (
+        if self.absent is not None:
+            return f"{self.table}: {self.absent}"
+        counts = (
             f"{self.table}: source={self.source_rows} mirror={self.mirror_rows} matching={self.matching} "
             f"missing={self.missing} extra={self.extra} differing={self.differing}"
         )
+        return "; ".join([counts, *self.column_notes()])
+
+    def column_notes(self) -> list[str]:
+        """The column set's findings as the report line ends with them (``judge_columns``)."""
+        notes = [
+            f"extra column {name} holds values in {rows} row{'' if rows == 1 else 's'}"
+            for name, rows in sorted(self.extra_columns.items())
+            if rows
+        ]
+        notes += [f"missing column {name} (in the source, not in the mirror)" for name in self.missing_columns]
+        harmless = sorted(name for name, rows in self.extra_columns.items() if not rows)
+        if harmless:
+            plural = "s" if len(harmless) > 1 else ""
+            notes.append(f"extra column{plural} {', '.join(harmless)} NULL in every row (no difference)")
+        return notes
 
 
 def compare_by_key(

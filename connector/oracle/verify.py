@@ -7,15 +7,26 @@ type Delta cannot hold, or a type change, is a refused table, reported as such w
 The source is read by the ``SourceReader`` its URL names: ``mysql://`` and ``mariadb://`` by
 ``source_mysql``, any other (``postgresql://``) by ``source_postgres``. Each compares values in the
 forms its database's types need (see those modules).
+
+Each table is judged whole (invariant 11: the mirror equals the source in values and column set): its rows,
+its columns (a column the source dropped or renamed still holding values in the mirror is a difference,
+``TableReport.judge_columns``), and its presence. The mirrored schemas are those of the landing zone's
+tables (Postgres schemas, MySQL/MariaDB databases): a source table in one of them without a table folder
+is a difference (the mirror lacks a table: Debezium never published it, the topics pattern leaves it out,
+or its folder was deleted), and so is a table folder whose source table is gone. A table an operator does
+not mirror on purpose (Debezium's ``table.include.list`` leaves it out, or its signalling table sits in a
+mirrored schema) is named in ``ignore``. The local stacks keep Debezium's signalling tables in a schema of
+their own (``debezium``), never mirrored, so they need no ``ignore``.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from connector.errors import LandingZoneCorrupt
-from connector.landing_zone import discover_tables
+from connector.landing_zone import TableRef, discover_tables
 from connector.oracle.delta_oracle import apply_table_to_delta
 from connector.oracle.extra import require_extra
 from connector.oracle.landing_reader import read_table_metadata, require_landing_zone
@@ -23,7 +34,7 @@ from connector.oracle.source_mysql import MySqlReader, MySqlSource, is_mysql_url
 from connector.oracle.source_postgres import PostgresReader
 from connector.oracle.source_reader import SourceReader
 from connector.oracle.table_report import TableReport
-from connector.storage import CredentialKind, open_storage
+from connector.storage import CredentialKind, Storage, open_storage
 
 
 def source_reader(source_url: str) -> SourceReader:
@@ -37,55 +48,97 @@ def source_reader(source_url: str) -> SourceReader:
     return PostgresReader(source_url)
 
 
-def verify(
-    source_url: str, landing_zone: str, tables: list[str] | None = None, *, credential: CredentialKind = "default"
-) -> list[TableReport]:
-    """Apply every mirrored table (or ``tables``) to Delta and compare it with the source database.
+#: Why a table on one side only was not compared (``TableReport.absent``).
+NO_TABLE_FOLDER = "in the source, not in the landing zone (no table folder)"
+NO_SOURCE_TABLE = "in the landing zone, not in the source (no source table)"
 
-    A table Delta refuses gets a report with ``refused`` set; the other tables are still compared, as
-    open mirroring stops only the refused table.
+
+def verify(
+    source_url: str,
+    landing_zone: str,
+    tables: Sequence[str] | None = None,
+    *,
+    credential: CredentialKind = "default",
+    ignore: Collection[str] = (),
+) -> list[TableReport]:
+    """Judge every table of the mirrored schemas (or only ``tables``) against the source; reports by table id.
+
+    Without ``tables``, the tables judged are the landing zone's and the source's in the schemas the landing
+    zone's tables are in: one on one side only gets a report with ``absent`` set. With ``tables``, exactly
+    those: one without a folder is absent from the landing zone, whatever the source holds. ``ignore`` (ids)
+    is never judged, on either side. A table on both sides is applied to Delta and compared in rows and
+    columns; one Delta refuses gets a report with ``refused`` set, and the other tables are still compared,
+    as open mirroring stops only the refused table.
 
     Raises:
         MissingExtra: the ``verify`` extra (the database driver, ``deltalake``) is not installed.
         ConfigError: the source URL is malformed, or ``landing_zone`` is a local folder that does not exist.
-        ConnectorError: the source cannot be reached, or a mirrored table has no source table.
+        ConnectorError: the source cannot be reached.
     """
     reader = source_reader(source_url)
     require_extra("verify", ("deltalake", reader.driver))
     storage = open_storage(landing_zone, credential)
     require_landing_zone(storage, landing_zone)
-    reports = []
+    ignored = set(ignore)
+    folders = {ref.id: ref for ref in discover_tables(storage) if ref.id not in ignored}
+    reports: list[TableReport] = []
     with reader, tempfile.TemporaryDirectory(prefix="verify-delta-") as delta_root:
-        for ref in discover_tables(storage):
-            if tables and ref.id not in tables:
+        if tables:
+            named = [table for table in dict.fromkeys(tables) if table not in ignored]
+            judged = [folders[table] for table in named if table in folders]
+            reports += [
+                TableReport(table, absent=f"not in the landing zone {landing_zone} (no table folder)")
+                for table in named
+                if table not in folders
+            ]
+            in_source = set(reader.tables({ref.schema for ref in judged}))
+        else:
+            judged = list(folders.values())
+            in_source = set(reader.tables({ref.schema for ref in judged})) - ignored
+            reports += [TableReport(table, absent=NO_TABLE_FOLDER) for table in in_source if table not in folders]
+        for ref in judged:
+            if ref.id not in in_source:
+                reports.append(TableReport(ref.id, absent=NO_SOURCE_TABLE))
                 continue
-            reader.check(ref)
-            metadata = read_table_metadata(storage, ref)
-            keys = list(metadata.key_columns) if metadata else []
-            try:
-                mirror = apply_table_to_delta(storage, ref, Path(delta_root) / ref.folder)
-            except LandingZoneCorrupt as exc:
-                reports.append(TableReport(ref.id, refused=str(exc)))
-                continue
-            reports.append(reader.compare(ref, keys, mirror))
-    return reports
+            reports.append(_compare(reader, storage, ref, Path(delta_root) / ref.folder))
+    return sorted(reports, key=lambda report: report.table)
+
+
+def _compare(reader: SourceReader, storage: Storage, ref: TableRef, delta: Path) -> TableReport:
+    """One table on both sides: its folder applied to Delta at ``delta``, then compared by ``reader``."""
+    reader.check(ref)
+    metadata = read_table_metadata(storage, ref)
+    keys = list(metadata.key_columns) if metadata else []
+    try:
+        mirror = apply_table_to_delta(storage, ref, delta)
+    except LandingZoneCorrupt as exc:
+        return TableReport(ref.id, refused=str(exc))
+    return reader.compare(ref, keys, mirror)
 
 
 def verify_command(
-    source_url: str, landing_zone: str, tables: str | None, *, credential: CredentialKind = "default"
+    source_url: str,
+    landing_zone: str,
+    tables: str | None,
+    *,
+    credential: CredentialKind = "default",
+    ignore_tables: str | None = None,
 ) -> int:
-    """CLI: print one line per table (plus examples of differences); non-zero exit on any difference."""
-    wanted = [t.strip() for t in tables.split(",")] if tables else None
-    reports = verify(source_url, landing_zone, wanted, credential=credential)
+    """CLI: print one line per table (plus examples of differences); non-zero exit on any difference.
+
+    ``tables`` and ``ignore_tables`` are comma-separated ids (``schema.table``).
+    """
+    wanted = _id_list(tables)
+    reports = verify(source_url, landing_zone, wanted, credential=credential, ignore=_id_list(ignore_tables) or ())
     for report in reports:
         print(report.line())
         for example in report.examples:
             print(f"  {example}")
-    # A table asked for by name but absent from the landing zone is a difference, not a silent pass.
-    absent = [table for table in wanted or () if table not in {r.table for r in reports}]
-    for table in absent:
-        print(f"{table}: not in the landing zone {landing_zone} (no table folder)")
-    if not reports and not absent:
+    if not reports:
         print("no mirrored tables found")
         return 1
-    return 0 if all(r.ok for r in reports) and not absent else 1
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def _id_list(text: str | None) -> list[str] | None:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None

@@ -194,14 +194,19 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def wait_until_mirror_equals_source(stack: dict[str, str], tmp: Path, connector: Connector) -> None:
-    """After the watermark, until the running connector published everything and ``verify`` finds no difference."""
+def wait_until_mirror_equals_source(
+    stack: dict[str, str], tmp: Path, connector: Connector, ignore: tuple[str, ...] = ()
+) -> None:
+    """After the watermark, until the running connector published everything and ``verify`` finds no difference.
+
+    ``verify`` judges every table of ``public``: a connector whose topics leave tables out names them in ``ignore``.
+    """
     wait_for_watermark(postgres_source(stack))
     deadline = time.monotonic() + WAIT_S
     reports: list[Any] = []
     while time.monotonic() < deadline:
         assert connector.process is not None and connector.process.poll() is None, connector.log()[-4000:]
-        reports = verify(stack["postgres"], str(tmp / "lz"))
+        reports = verify(stack["postgres"], str(tmp / "lz"), ignore=ignore)
         if all(r.ok and r.source_rows == r.mirror_rows for r in reports):
             return
         time.sleep(3)
@@ -330,7 +335,8 @@ def test_manual_rebuild_survives_kill_9_while_waiting_and_during_the_snapshot(
                 started, completed = wait_for_snapshot(notifications, before, table)
                 time.sleep(1)
         assert writer.during(started, completed) > 0, (started, completed, writer.done[-5:])
-        wait_until_mirror_equals_source(stack, tmp_path, connector)
+        # The other test's tables, left out of the topics above, are in the source: not judged here.
+        wait_until_mirror_equals_source(stack, tmp_path, connector, ignore=("public.rb_auto", "public.rb_auto_other"))
         assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
     finally:
         connector.kill_if_running()
