@@ -110,7 +110,7 @@ class TopicState:
 
 @dataclass(frozen=True)
 class DataLossCheck:
-    """The outcome of ``check_source``.
+    """The outcome of ``check_offsets``.
 
     Attributes:
         lost: Every gap found, ordered by topic and partition.
@@ -272,7 +272,7 @@ def read_brokers(
     }
 
 
-def check_source(
+def check_offsets(
     source: SourceSettings,
     expected: Mapping[Partition, int],
     *,

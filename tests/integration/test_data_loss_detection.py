@@ -1,7 +1,7 @@
 """Finding the Kafka records the mirror still needs and no longer can read, on a real broker.
 
 Records are removed as retention would (``DeleteRecords`` moves the log start offset), a topic is deleted and
-created again, a compacted topic really compacts: ``check_source`` must name exactly the partitions and offsets
+created again, a compacted topic really compacts: ``check_offsets`` must name exactly the partitions and offsets
 lost, and nothing for the compacted topic's gaps or the untouched topics.
 """
 
@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from connector.config import SourceSettings
-from connector.stream.data_loss import LostRange, Partition, check_source, read_brokers
+from connector.stream.data_loss import LostRange, Partition, check_offsets, read_brokers
 
 pytestmark = [pytest.mark.kafka]
 
@@ -103,12 +103,12 @@ def test_records_deleted_from_one_partition_are_exactly_that_range(
             produce(kafka_bootstrap, topic, 100, partition)
     source = SourceSettings(bootstrap_servers=kafka_bootstrap)
     expected = {Partition(t, p): 40 for t in (orders, customers, items) for p in (0, 1)}
-    before = check_source(source, expected)
+    before = check_offsets(source, expected)
     assert before.lost == ()
 
     delete_records_before(kafka_bootstrap, customers, 1, 70)
     delete_records_before(kafka_bootstrap, items, 0, 40)  # up to the expected offset exactly: nothing lost
-    after = check_source(source, expected)
+    after = check_offsets(source, expected)
     assert after.lost == (LostRange(customers, 1, 40, 69, "retention", 70),)
     assert after.topic_ids == before.topic_ids and set(after.topic_ids) == {orders, customers, items}
 
@@ -123,7 +123,7 @@ def test_a_new_partition_whose_first_records_aged_out_is_reported_from_offset_ze
     produce(kafka_bootstrap, new, 30)
     delete_records_before(kafka_bootstrap, new, 0, 12)
     source = SourceSettings(bootstrap_servers=kafka_bootstrap)
-    check = check_source(source, {Partition(known, 0): 10}, subscribed=[known, new])
+    check = check_offsets(source, {Partition(known, 0): 10}, subscribed=[known, new])
     assert check.lost == (LostRange(new, 0, 0, 11, "retention", 12),)
 
 
@@ -135,14 +135,14 @@ def test_a_topic_deleted_and_created_again_is_recreated(kafka_bootstrap: str, ma
     produce(kafka_bootstrap, gone, 5)
     source = SourceSettings(bootstrap_servers=kafka_bootstrap)
     expected = {Partition(topic, 0): 50, Partition(gone, 0): 5}
-    first = check_source(source, expected)
+    first = check_offsets(source, expected)
     assert first.lost == ()
 
     delete_topic(kafka_bootstrap, topic)
     delete_topic(kafka_bootstrap, gone)
     make_topic(topic, 1)
     produce(kafka_bootstrap, topic, 7)
-    shorter = check_source(source, expected)
+    shorter = check_offsets(source, expected)
     assert shorter.lost == (
         LostRange(gone, 0, 5, None, "partition-gone", None),
         LostRange(topic, 0, 50, None, "recreated", 0),
@@ -151,9 +151,9 @@ def test_a_topic_deleted_and_created_again_is_recreated(kafka_bootstrap: str, ma
 
     produce(kafka_bootstrap, topic, 100)  # the new log now reaches past offset 50: only the id tells
     recreated = LostRange(topic, 0, 50, None, "recreated", 0)
-    assert check_source(source, {Partition(topic, 0): 50}).lost == ()
-    assert check_source(source, {Partition(topic, 0): 50}, recorded_ids=first.topic_ids).lost == (recreated,)
-    assert check_source(source, {Partition(topic, 0): 50}, recorded_ids=shorter.topic_ids).lost == ()
+    assert check_offsets(source, {Partition(topic, 0): 50}).lost == ()
+    assert check_offsets(source, {Partition(topic, 0): 50}, recorded_ids=first.topic_ids).lost == (recreated,)
+    assert check_offsets(source, {Partition(topic, 0): 50}, recorded_ids=shorter.topic_ids).lost == ()
 
 
 def test_a_compacted_topic_with_gaps_is_no_data_loss(kafka_bootstrap: str, make_topic: Callable[..., str]) -> None:
@@ -180,7 +180,7 @@ def test_a_compacted_topic_with_gaps_is_no_data_loss(kafka_bootstrap: str, make_
     states = read_brokers(admin, [compacted, both, plain])
     assert [states[t].compacted for t in (compacted, both, plain)] == [True, False, False]
     source = SourceSettings(bootstrap_servers=kafka_bootstrap)
-    assert check_source(source, {Partition(compacted, 0): 10}).lost == ()
+    assert check_offsets(source, {Partition(compacted, 0): 10}).lost == ()
 
     with pytest.raises(KafkaException, match="POLICY_VIOLATION"):  # records of a compacted topic never age out
         delete_records_before(kafka_bootstrap, compacted, 0, 20)

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from connector.config import SourceSettings
-from connector.stream.data_loss import LostRange, Partition, check_source, read_offsets_log
+from connector.stream.data_loss import LostRange, Partition, check_offsets, read_offsets_log
 from tests.integration.test_stream_kafka import connector_args
 from tests.support.kafka import REPO_ROOT, produce, run_connector
 from tests.support.model import Workload
@@ -154,7 +154,7 @@ def test_records_deleted_under_the_checkpoint_name_topic_partition_offset(
     committed = max(int(p.name) for p in (spark_log / "commits").iterdir() if p.name.isdigit())
     expected = read_offsets_log((spark_log / "offsets" / str(committed)).read_text())
     assert expected is not None and expected[Partition(topic, 0)] == checkpointed
-    check = check_source(SourceSettings(bootstrap_servers=kafka_bootstrap), expected)
+    check = check_offsets(SourceSettings(bootstrap_servers=kafka_bootstrap), expected)
     assert check.lost == (LostRange(topic, 0, checkpointed, end - 2, "retention", end - 1),)
 
     second = run_connector(*args)
