@@ -30,6 +30,34 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class SchemaChangeSettings(_Frozen):
+    """What a table's schema change in the source does to its mirror (``connector.publish.schema_changes``).
+
+    The defaults keep the mirror equal to the source with no operator: Fabric unions an added column (existing rows
+    NULL), keeps a removed column's old values, and stops a table whose column type changes.
+    """
+
+    column_added: Literal["refresh", "union"] = Field(
+        "refresh",
+        description="A column added whose existing rows may hold a value no event carried (NOT NULL, a default, "
+        "or an encoding that cannot tell): 'refresh' re-reads the table into its folder (Debezium incremental "
+        "snapshot, upserts, no deletion); 'union' only adds the column (existing rows stay NULL in the mirror). "
+        "A nullable column without a default is always just unioned.",
+    )
+    column_removed: Literal["rebuild", "keep"] = Field(
+        "rebuild",
+        description="A column removed (or renamed: removed + added): 'rebuild' deletes the folder and re-reads the "
+        "table; 'keep' leaves the column in the mirror (old rows keep their values, new rows NULL).",
+    )
+    type_changed: Literal["rebuild", "stop"] = Field(
+        "rebuild", description="A column's type changed: 'rebuild' the table, or 'stop' it for an operator."
+    )
+    key_changed: Literal["rebuild", "stop"] = Field(
+        "rebuild",
+        description="The key columns changed (_metadata.json's keyColumns cannot change): 'rebuild' or 'stop'.",
+    )
+
+
 class TableSettings(_Frozen):
     """Per-topic overrides; the key of ``mirror.tables`` is the Kafka topic name."""
 
@@ -42,6 +70,9 @@ class TableSettings(_Frozen):
     toast_policy: Literal["fail", "keep-last"] | None = None
     poison_policy: Literal["stop", "dead-letter"] | None = Field(
         None, description="Overrides mirror.poison_policy for this topic."
+    )
+    schema_changes: SchemaChangeSettings | None = Field(
+        None, description="Overrides mirror.schema_changes for this topic (the whole block)."
     )
 
 
@@ -136,6 +167,7 @@ class MirrorSettings(_Frozen):
         "(folder deleted, Debezium incremental snapshot), at most rebuild.max_automatic times.",
     )
     rebuild: RebuildSettings = Field(default_factory=RebuildSettings)
+    schema_changes: SchemaChangeSettings = Field(default_factory=SchemaChangeSettings)
     tables: dict[str, TableSettings] = Field(default_factory=dict)
 
     @field_validator("decimal_columns")
@@ -177,6 +209,11 @@ class MirrorSettings(_Frozen):
     def table_settings(self, topic: str) -> TableSettings:
         """Overrides for ``topic`` (empty when none)."""
         return self.tables.get(topic) or TableSettings()
+
+    def schema_changes_for(self, topic: str | None) -> SchemaChangeSettings:
+        """The schema-change policy of ``topic``'s table: its override, else ``schema_changes``."""
+        override = self.table_settings(topic).schema_changes if topic is not None else None
+        return override or self.schema_changes
 
 
 class SchemaRegistrySettings(_Frozen):

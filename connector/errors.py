@@ -57,6 +57,20 @@ class TableStopped(ConnectorError):
         return f"table {self.table} stopped: {self.reason}"
 
 
+class SchemaChanged(TableStopped):
+    """A table stopped by a change of its schema that Fabric cannot merge: a column's type, or its key columns.
+
+    ``kind`` (``type_changed`` or ``key_changed``) chooses the table's ``mirror.schema_changes`` action.
+    """
+
+    def __init__(self, table: str, reason: str, kind: str) -> None:
+        super().__init__(table, reason)
+        self.kind = kind
+
+    def __reduce__(self) -> tuple[type[SchemaChanged], tuple[str, str, str]]:
+        return (SchemaChanged, (self.table, self.reason, self.kind))
+
+
 class LandingZoneCorrupt(ConnectorError):
     """The landing zone or ledger is in a state the connector cannot have produced; it refuses to guess."""
 

@@ -31,7 +31,7 @@ from connector.collect.poison import DeadLetter, dead_letter_in_use
 from connector.collect.record_path import SliceCollector
 from connector.collect.slice import collect_slice
 from connector.config import MirrorSettings, SourceSettings
-from connector.errors import ConfigError, LandingZoneCorrupt, TableStopped
+from connector.errors import ConfigError, LandingZoneCorrupt, SchemaChanged, TableStopped
 from connector.events import KafkaRecord
 from connector.operate.deadletter import DeadLetterWriter
 from connector.operate.rebuild import FabricTables, SnapshotSignal, TableRebuilder
@@ -47,11 +47,12 @@ from connector.publish.publisher import (
     remove_orphans,
     table_folders,
 )
+from connector.publish.schema_changes import column_change, log_change, stop_action
 from connector.publish.source_identity import SourceClaim
 from connector.publish.source_offsets import check_batch
 from connector.publish.staging import stage_slice
 from connector.publish.table_plan import TablePlanner
-from connector.publish.table_rows import MergedBatch, merge_slices
+from connector.publish.table_rows import MergedBatch, TableFiles, merge_slices
 from connector.storage.base import Storage
 
 log = logging.getLogger(__name__)
@@ -398,19 +399,24 @@ class MirrorSink:
             self._planner.partner_events(next((t.connector for t in merged.tables.values() if t.connector), None))
         outcomes = for_each_table(lambda tid: self._plan_table(tid, merged), tids, self.mirror.publish_parallelism)
         unused = list(merged.unused)
+        schema_stops = dict(merged.schema_stops)
         for tid, outcome in zip(tids, outcomes, strict=True):
             if outcome is None:
                 unused.extend(merged.tables[tid].staged if tid in merged.tables else ())
                 continue
-            if isinstance(outcome, str):
+            if isinstance(outcome, TableStopped):
                 # A table stopped mid-batch still publishes the rows before the event that stopped it; one
                 # stopped here publishes nothing of this batch.
-                result.stopped[tid] = outcome
-                log.error("table %s stopped: %s", tid, outcome)
+                result.stopped[tid] = outcome.reason
+                if isinstance(outcome, SchemaChanged):
+                    schema_stops[tid] = outcome.kind
+                else:
+                    log.error("table %s stopped: %s", tid, outcome.reason)
                 if tid in merged.tables:
                     unused.extend(merged.tables[tid].staged)
                 continue
             table_state, planned = outcome
+            table_state = self._follow_columns(tid, merged.tables.get(tid), table_state, result)
             files.extend(planned)
             if planned and tid in self._toast.stores:
                 path = self.ledger.write_toast_snapshot(tid, batch_id, self._toast.stores[tid].snapshot())
@@ -421,7 +427,7 @@ class MirrorSink:
             stopped_ref = merged.refs.get(tid)
             previous = tables.get(tid) or TableState(folder=stopped_ref.folder if stopped_ref else tid)
             previous = replace(previous, topic=merged.topics.get(tid, previous.topic))
-            tables[tid] = previous.with_stop(reason, self.mirror)
+            tables[tid] = self._stopped(tid, previous, reason, schema_stops.get(tid), result)
         new_state = replace(state, last_committed_batch=batch_id, tables=tables, resume_offsets=None)
         new_state = self._source_claim.recorded_in(new_state)
         if self._source is not None and self._source.batch_id == batch_id:
@@ -436,22 +442,55 @@ class MirrorSink:
             if not self.landing.list_dir(folder):
                 self.landing.delete_tree(folder)
 
-    def _plan_table(self, tid: str, merged: MergedBatch) -> tuple[TableState, list[PlannedFile]] | str | None:
+    def _plan_table(self, tid: str, merged: MergedBatch) -> tuple[TableState, list[PlannedFile]] | TableStopped | None:
         """One table's state and planned files, why it stopped, or ``None`` (run in parallel with the other tables).
 
         ``None``: the table stopped after this batch's slices were collected (while the previous batch was published
-        behind); its pieces are not published.
+        behind); its pieces are not published. A column removed (``column_removed: rebuild``) stops it here, before
+        anything of the batch is published: its rebuild re-reads the table whole.
         """
         ref = merged.refs[tid]
         known = self.ledger.state.tables.get(tid)
         if known is not None and known.lifecycle.skips_events and tid not in merged.recreate:
             return None
+        files = merged.tables.get(tid)
+        if known is not None and files is not None and tid not in merged.recreate:
+            change = column_change(tid, known.source_columns, files.shape, self.mirror.schema_changes_for(known.topic))
+            if change is not None and change.action == "rebuild":
+                return SchemaChanged(tid, change.detail, change.kind)
         try:
-            return self._planner.plan(
-                ref, merged.tables.get(tid), self.ledger.state.tables.get(tid), recreate=tid in merged.recreate
-            )
-        except (TableStopped, LandingZoneCorrupt) as exc:
-            return exc.reason if isinstance(exc, TableStopped) else str(exc)
+            return self._planner.plan(ref, files, known, recreate=tid in merged.recreate)
+        except TableStopped as exc:
+            return exc
+        except LandingZoneCorrupt as exc:
+            return TableStopped(tid, str(exc))
+
+    def _follow_columns(self, tid: str, files: TableFiles | None, table: TableState, result: BatchResult) -> TableState:
+        """The table's state after its published events' columns: recorded, and a refresh begun where one is due."""
+        if files is None or files.shape is None:
+            return table
+        change = column_change(tid, table.source_columns, files.shape, self.mirror.schema_changes_for(table.topic))
+        table = replace(table, source_columns=files.shape.columns)
+        if change is None:
+            return table
+        log_change(change)
+        result.schema_changes[tid] = (change.kind, change.action)
+        if change.action == "refresh":
+            return replace(table, lifecycle=table.lifecycle.begin_refresh(change.reason, now=time.time()))
+        return table
+
+    def _stopped(
+        self, tid: str, table: TableState, reason: str, schema_kind: str | None, result: BatchResult
+    ) -> TableState:
+        """A table that stopped in this batch: rebuilt when a schema change's policy says so, else as configured."""
+        if schema_kind is None:
+            return table.with_stop(reason, self.mirror)
+        policy = self.mirror.schema_changes_for(table.topic)
+        change = stop_action(tid, schema_kind, reason, policy)
+        log_change(change)
+        result.schema_changes[tid] = (change.kind, change.action)
+        # 'stop' is today's stop: on_table_stopped still decides whether an automatic rebuild follows.
+        return table.with_stop(change.reason, self.mirror, rebuild=True if change.action == "rebuild" else None)
 
     def _publish(self, plan: BatchPlan, result: BatchResult) -> None:
         """Publish a written plan, then commit it: the batch is done (a crash in between redoes the publish)."""

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,6 +32,7 @@ from connector.collect.ordering import offsets_ascending
 from connector.collect.pieces import (
     CollectContext,
     Collected,
+    SourceShape,
     TablePiece,
     initial_load,
     key_columns_for,
@@ -164,7 +166,8 @@ class ColumnarLane:
         arrow = self._table(ref, rows, markers, row_columns, columns)
         # Events and rows agree up to the first event that is not an initial-snapshot read (one row per read).
         initial = initial_load(parsed.column("op"), parsed.column("snapshot"))
-        facts = piece_facts(parsed.column("op"), parsed.column("ts_ms"), parsed.column("connector"), initial)
+        shape = SourceShape.of_schema(columns) if columns is not None else _last_row_shape(payloads)
+        facts = piece_facts(parsed.column("op"), parsed.column("ts_ms"), parsed.column("connector"), initial, shape)
         piece = TablePiece(
             ref=ref, key_columns=key_columns, table=arrow, first=(topic, first.partition, first.offset), facts=facts
         )
@@ -212,3 +215,17 @@ class ColumnarLane:
                 decline(f"column {name!r} does not convert: {exc}")
             fields.append(pa.field(name, ctype.arrow, nullable=True))
         return marked_table(fields, arrays, markers)
+
+
+#: Events from a schemaless topic's end looked at for a row (deletes have none): past these, the shape is unknown.
+_SHAPE_LOOKBACK = 64
+
+
+def _last_row_shape(payloads: pa.ChunkedArray) -> SourceShape | None:
+    """A schemaless topic's shape: the field names of its last event with an ``after`` row, as the record path."""
+    for index in range(len(payloads) - 1, max(-1, len(payloads) - 1 - _SHAPE_LOOKBACK), -1):
+        event = orjson.loads(payloads[index].as_py())
+        row = event.get("after") if isinstance(event, dict) else None
+        if isinstance(row, dict) and row:
+            return SourceShape.of_row(row)
+    return None

@@ -8,8 +8,9 @@ computed from Arrow columns by the columnar lane and by the record path alike.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,6 +18,8 @@ import pyarrow.compute as pc
 from connector.collect.ordering import Position
 from connector.collect.poison import DeadLetter
 from connector.config import MirrorSettings, SourceSettings
+from connector.debezium.types import ColumnType
+from connector.errors import SchemaChanged, TableStopped
 from connector.events import KafkaRecord, Op, SkipCounts
 from connector.landing_zone import TableRef
 
@@ -77,6 +80,30 @@ def _combined(column: Column) -> pa.Array:
 
 
 @dataclass(frozen=True)
+class SourceShape:
+    """The row columns of a table's latest event in the source, as its encoding tells them.
+
+    The driver compares it with the columns the ledger saw last (``connector.publish.schema_changes``): a column
+    gone or added there is a schema change, whatever the files hold (a file may lack a column for other reasons).
+    """
+
+    columns: tuple[str, ...]
+    # Columns the encoding says are nullable with no default: added, their existing rows are NULL in the source
+    # too. Schemaless JSON says nothing, so it names none.
+    unfilled: frozenset[str] = frozenset()
+
+    @classmethod
+    def of_schema(cls, columns: Mapping[str, ColumnType]) -> SourceShape:
+        """The shape an event's schema gives (JSON with schemas, Avro)."""
+        return cls(tuple(columns), frozenset(name for name, ctype in columns.items() if ctype.filled is False))
+
+    @classmethod
+    def of_row(cls, row: Mapping[str, Any]) -> SourceShape:
+        """The shape a schemaless event's row gives: its field names only."""
+        return cls(tuple(row))
+
+
+@dataclass(frozen=True)
 class PieceFacts:
     """What the driver needs to know of a piece besides its rows."""
 
@@ -84,12 +111,19 @@ class PieceFacts:
     initial: InitialLoad = field(default_factory=InitialLoad)  # the leading initial-snapshot reads
     max_source_ts_ms: int | None = None  # the newest source time, for the lag metric
     connector: str | None = None  # the first ``source.connector`` named, for ``_partnerEvents.json``
+    shape: SourceShape | None = None  # the columns of the piece's last event that had a row or a schema
 
 
 Column: TypeAlias = pa.Array | pa.ChunkedArray  # noqa: UP040 - pyarrow has no type stubs
 
 
-def piece_facts(ops: Column, ts_ms: Column, connectors: Column, initial: InitialLoad | None = None) -> PieceFacts:
+def piece_facts(
+    ops: Column,
+    ts_ms: Column,
+    connectors: Column,
+    initial: InitialLoad | None = None,
+    shape: SourceShape | None = None,
+) -> PieceFacts:
     """A piece's facts from its events' ``op``, ``ts_ms`` and ``source.connector`` (one value per event)."""
     events = {str(item["values"]): int(item["counts"]) for item in pc.value_counts(ops).to_pylist()}
     max_ts = pc.max(ts_ms).as_py() if len(ts_ms) else None
@@ -100,6 +134,7 @@ def piece_facts(ops: Column, ts_ms: Column, connectors: Column, initial: Initial
         initial=initial or InitialLoad(),
         max_source_ts_ms=max_ts if isinstance(max_ts, int) else None,
         connector=str(named[0].as_py()) if len(named) else None,
+        shape=shape,
     )
 
 
@@ -181,6 +216,7 @@ class Collected:
     stopped: dict[str, str] = field(default_factory=dict)
     stopped_refs: dict[str, TableRef] = field(default_factory=dict)
     stopped_topics: dict[str, str] = field(default_factory=dict)  # a rebuild signals Debezium by topic
+    schema_stops: dict[str, str] = field(default_factory=dict)  # of ``stopped``, a schema change's kind
     deferred: list[KafkaRecord] = field(default_factory=list)
     poison: list[DeadLetter] = field(default_factory=list)  # under poison_policy dead-letter
     problems: list[str] = field(default_factory=list)
@@ -188,6 +224,13 @@ class Collected:
     #: Collected by a retried attempt of its Spark task: an earlier attempt may have staged files (under names of
     #: its own) in these tables' folders, which no plan will name; the driver removes them once the batch commits.
     retried: bool = False
+
+    def stop(self, tid: str, exc: TableStopped, ref: TableRef) -> None:
+        """Record that ``tid`` stopped, and what kind of schema change stopped it, if one did."""
+        self.stopped[tid] = exc.reason
+        self.stopped_refs[tid] = ref
+        if isinstance(exc, SchemaChanged):
+            self.schema_stops[tid] = exc.kind
 
     def staged_folders(self) -> set[str]:
         """The folders this slice's pieces were staged in."""
@@ -202,6 +245,7 @@ class Collected:
         self.stopped.update(other.stopped)
         self.stopped_refs.update(other.stopped_refs)
         self.stopped_topics.update(other.stopped_topics)
+        self.schema_stops.update(other.schema_stops)
         self.deferred.extend(other.deferred)
         self.poison.extend(other.poison)
         self.problems.extend(other.problems)

@@ -13,8 +13,9 @@ the driver holds: with ``defer_keep_last`` the records of such tables come back 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pyarrow as pa
 
@@ -25,6 +26,7 @@ from connector.collect.pieces import (
     CollectContext,
     Collected,
     PieceFacts,
+    SourceShape,
     TablePiece,
     initial_load,
     key_columns_for,
@@ -35,8 +37,8 @@ from connector.collect.table_buffer import DeclaredDecimal, TableBatch
 from connector.config import TableSettings
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, Noise
-from connector.debezium.types import ConversionError, type_policy
-from connector.errors import DecodeError, TableStopped, rebuild_hint
+from connector.debezium.types import ColumnType, ConversionError, type_policy
+from connector.errors import DecodeError, SchemaChanged, TableStopped, rebuild_hint
 from connector.events import KafkaRecord, Op
 from connector.landing_zone import TableRef, table_for_topic
 
@@ -67,8 +69,15 @@ class _Events:
         # The initial-snapshot reads before the table's first other event: source.snapshot by record position.
         self.initial_reads: dict[Position, str] = {}
         self.initial_open = True
+        # The last event's schema, or its row when schemaless: the piece's ``SourceShape``, made once at the end.
+        self._columns: Mapping[str, ColumnType] | None = None
+        self._row: Mapping[str, Any] | None = None
 
     def add(self, event: ChangeEvent) -> None:
+        if event.columns is not None:
+            self._columns, self._row = event.columns, None
+        elif event.after:  # a schemaless delete's ``before`` may hold the key columns only
+            self._columns, self._row = None, event.after
         self.ops.append(event.op)
         self.ts_ms.append(event.ts_ms)
         connector = event.source.get("connector")
@@ -91,11 +100,17 @@ class _Events:
             ops = [_READ if s is not None else "" for s in snapshots]
             initial = initial_load(pa.array(ops, pa.string()), pa.array(snapshots, pa.string()))
             initial = replace(initial, complete=self.initial_open and initial.complete)
+        shape = None
+        if self._columns is not None:
+            shape = SourceShape.of_schema(self._columns)
+        elif self._row is not None:
+            shape = SourceShape.of_row(self._row)
         return piece_facts(
             pa.array(self.ops, pa.string()),
             pa.array(self.ts_ms, pa.int64()),
             pa.array(self.connectors, pa.string()),
             initial,
+            shape,
         )
 
 
@@ -209,8 +224,7 @@ class SliceCollector:
                 run.unordered.add(tid)
             run.last_offsets[position] = record.offset
         except TableStopped as exc:
-            run.out.stopped[tid] = exc.reason
-            run.out.stopped_refs[tid] = ref
+            run.out.stop(tid, exc, ref)
             log.error("%s", exc)
             # Rows before the poison event stay: they are correct, and the mirror keeps them.
 
@@ -275,8 +289,7 @@ class SliceCollector:
             except TableStopped as exc:
                 cause = exc.__cause__
                 if tid not in self._dead_letter or not isinstance(cause, ConversionError):
-                    out.stopped[tid] = exc.reason
-                    out.stopped_refs[tid] = ref
+                    out.stop(tid, exc, ref)
                     log.error("%s", exc)
                     return None
                 bad = batch.records[cause.row]
@@ -364,10 +377,11 @@ class SliceCollector:
 
 def _key_changed(batch: TableBatch, event: ChangeEvent) -> None:
     if event.key_fields:
-        raise TableStopped(
+        raise SchemaChanged(
             batch.table_id,
             f"{event.record.position}: key columns changed from {list(batch.key_columns)} to "
             f"{list(event.key_fields)}; keyColumns can never change: {rebuild_hint(batch.table_id)}",
+            "key_changed",
         )
 
 

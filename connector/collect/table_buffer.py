@@ -25,7 +25,7 @@ from connector.debezium.types import (
     to_arrow,
     type_name,
 )
-from connector.errors import TableStopped, rebuild_hint
+from connector.errors import SchemaChanged, TableStopped, rebuild_hint
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord
 
 MARKER_TYPE = pa.int32()
@@ -84,11 +84,12 @@ class TableBatch:
             if known is None:
                 self.columns[name] = ctype
             elif known.arrow != ctype.arrow:
-                raise TableStopped(
+                raise SchemaChanged(
                     self.table_id,
                     f"{record.position}: column {name!r} changed type from {type_name(known.arrow)} to "
                     f"{type_name(ctype.arrow)}; open mirroring cannot change a column type: "
                     f"{rebuild_hint(self.table_id)}",
+                    "type_changed",
                 )
         self._last_schema = schema
 

@@ -29,6 +29,7 @@ in ``schema_registry``; this module reads the wire format and turns records into
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from connector.config import SchemaRegistrySettings
@@ -148,7 +149,10 @@ class AvroDecoder:
         if row is not None:
             try:
                 columns = {
-                    name: column_type_from_schema(shape.field_schema(name), self._policy) for name, shape in row.fields
+                    name: replace(
+                        column_type_from_schema(shape.field_schema(name), self._policy), filled=name in row.filled
+                    )
+                    for name, shape in row.fields
                 }
             except ValueError as exc:
                 raise DecodeError(

@@ -73,6 +73,9 @@ class ConnectShape:
     parameters: Mapping[str, str] | None = None
     fields: tuple[tuple[str, ConnectShape], ...] = ()
     normalise: Normaliser | None = None
+    # Of a struct's fields, those NOT NULL (no null branch) or with a non-null default: rows that existed before
+    # such a column was added hold a value in it (``ColumnType.filled``).
+    filled: frozenset[str] = frozenset()
 
     def field_schema(self, field: str) -> dict[str, Any]:
         """This type as one field of a JsonConverter schema, the input of ``column_type_from_schema``."""
@@ -172,11 +175,14 @@ class SchemaWalker:
         self._in_progress.add(fullname)
         try:
             fields = []
+            filled = set()
             for field in schema.get("fields") or ():
                 if not isinstance(field, dict) or not isinstance(field.get("name"), str):
                     msg = f"record {fullname} has a field without a name"
                     raise ValueError(msg)
                 fields.append((field["name"], self.shape(field.get("type"), inner_namespace)))
+                if not _nullable(field.get("type")) or field.get("default") is not None:
+                    filled.add(field["name"])
         finally:
             self._in_progress.discard(fullname)
         fixes = tuple((name, shape.normalise) for name, shape in fields if shape.normalise is not None)
@@ -186,6 +192,7 @@ class SchemaWalker:
             _parameters(schema),
             tuple(fields),
             _struct_normaliser(fixes) if fixes else None,
+            frozenset(filled),
         )
         self._named[fullname] = shape
         return shape
@@ -219,6 +226,13 @@ class SchemaWalker:
             if "precision" in schema:
                 parameters["connect.decimal.precision"] = str(int(schema["precision"]))
         return ConnectShape("bytes", name, parameters, normalise=_base64_text)
+
+
+def _nullable(avro_type: Any) -> bool:
+    """Whether a field of ``avro_type`` may be null (a union with a null branch, as Connect writes optional ones)."""
+    if isinstance(avro_type, list):
+        return any(b == "null" or (isinstance(b, dict) and b.get("type") == "null") for b in avro_type)
+    return bool(avro_type == "null")
 
 
 def _fullname(schema: Mapping[str, Any], namespace: str) -> str:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import decimal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -154,6 +155,10 @@ class ColumnType:
     ``wire`` says which conversion applies (see ``Wire``).
 
     ``setting`` names the config entry that declared the type, for the message when a value does not fit.
+
+    ``filled`` says whether rows the source held before the column existed may have a value in it that no event
+    carried (the column is NOT NULL or has a default), ``None`` when the schema does not say. It is no part of the
+    column's type: two schemas differing only there type the column alike.
     """
 
     arrow: pa.DataType
@@ -161,6 +166,7 @@ class ColumnType:
     scale: int = 0
     setting: str | None = None
     refusal: str | None = None
+    filled: bool | None = dataclasses.field(default=None, compare=False)
 
     @property
     def toastable(self) -> bool:
@@ -188,7 +194,18 @@ def type_policy(mirror: MirrorSettings) -> TypePolicy:
 
 
 def column_type_from_schema(field: Mapping[str, Any], policy: TypePolicy = DEFAULT_POLICY) -> ColumnType:
-    """Map one Connect field schema (as JsonConverter writes it) to a ``ColumnType``."""
+    """Map one Connect field schema (as JsonConverter writes it) to a ``ColumnType``, with whether it is filled.
+
+    Debezium writes ``optional: false`` for a NOT NULL column and the column's default as ``default`` when it can
+    parse it: either means rows that existed before the column was added hold a value in it.
+    """
+    ctype = _column_type(field, policy)
+    if "optional" not in field and "default" not in field:
+        return ctype
+    return replace(ctype, filled=field.get("optional") is False or field.get("default") is not None)
+
+
+def _column_type(field: Mapping[str, Any], policy: TypePolicy) -> ColumnType:
     name = field.get("name")
     ftype = field.get("type")
     named = _semantic_type(name, ftype, field.get("parameters") or {}, policy)

@@ -133,14 +133,19 @@ class TableRebuilder:
         return (replace(state, tables=tables) if served else state), served
 
     def advance(self, state: LedgerState) -> LedgerState:
-        """Complete what can be completed now of each rebuild; returns ``state`` itself when nothing moved."""
-        waiting = sorted((tid, t) for tid, t in state.tables.items() if t.lifecycle.is_rebuilding)
+        """Complete what can be completed now of each rebuild and refresh; ``state`` itself when nothing moved."""
+        waiting = sorted((tid, t) for tid, t in state.tables.items() if t.lifecycle.awaits_rebuilder)
         if not waiting:
             return state  # every batch asks: nothing to copy or compare in the usual case
         tables = dict(state.tables)
         fabric: Mapping[str, object] | None = None
         fabric_read = False
         for tid, table in waiting:
+            if table.lifecycle.phase is Phase.REFRESH_PENDING:
+                if self._signalled(tid, table, "refresh"):
+                    log.warning("table %s: Debezium snapshot requested to refresh it in place", tid)
+                    tables[tid] = replace(table, lifecycle=table.lifecycle.snapshot_requested(now=self.clock()))
+                continue
             if table.lifecycle.phase is Phase.DELETING:
                 self.landing.delete_tree(table.folder)
                 log.warning("table %s: deleted %s/%s for its rebuild", tid, self.landing.url, table.folder)
@@ -149,18 +154,9 @@ class TableRebuilder:
                 continue
             if not fabric_read:
                 fabric, fabric_read = self._fabric(), True
-            if not self._gone(tid, table, fabric):
+            if not self._gone(tid, table, fabric) or not self._signalled(tid, table, "rebuild"):
                 continue
-            try:
-                signal_id = self._signal(tid, table)
-            except RebuildError as exc:
-                # Tried again every few seconds: say it once per distinct reason (the stuck-rebuild alert follows).
-                level = logging.DEBUG if self._last_error.get(tid) == str(exc) else logging.ERROR
-                log.log(level, "table %s: rebuild waits: %s", tid, exc)
-                self._last_error[tid] = str(exc)
-                continue
-            self._last_error.pop(tid, None)
-            log.warning("table %s: folder recreated from file 1; Debezium snapshot requested (%s)", tid, signal_id)
+            log.warning("table %s: folder recreated from file 1; Debezium snapshot requested", tid)
             tables[tid] = TableState(
                 folder=table.folder,
                 topic=table.topic,
@@ -168,6 +164,20 @@ class TableRebuilder:
                 lifecycle=table.lifecycle.snapshot_requested(now=self.clock()),
             )
         return state if tables == state.tables else replace(state, tables=tables)
+
+    def _signalled(self, tid: str, table: TableState, what: str) -> bool:
+        """Ask Debezium to re-read the table; ``False`` (said once per distinct reason) when it cannot now."""
+        try:
+            signal_id = self._signal(tid, table)
+        except RebuildError as exc:
+            # Tried again every few seconds: say it once per distinct reason (the stuck-rebuild alert follows).
+            level = logging.DEBUG if self._last_error.get(tid) == str(exc) else logging.ERROR
+            log.log(level, "table %s: %s waits: %s", tid, what, exc)
+            self._last_error[tid] = str(exc)
+            return False
+        self._last_error.pop(tid, None)
+        log.info("table %s: %s signal %s sent", tid, what, signal_id)
+        return True
 
     def _fabric(self) -> Mapping[str, object] | None:
         if self.fabric_tables is None:

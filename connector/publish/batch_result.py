@@ -32,6 +32,8 @@ class BatchResult:
     already_committed: bool = False
     records: int = 0
     dead_letters: dict[str, int] = field(default_factory=dict)
+    # Schema changes seen, per table: (kind, action), for ``cdc_mirror_schema_changes_total`` and the logs.
+    schema_changes: dict[str, tuple[str, str]] = field(default_factory=dict)
     duration_s: float = 0.0
 
     @property

@@ -59,10 +59,13 @@ class TableState:
     files_published: int = 0
     last_published_at: float | None = None  # epoch seconds of the last batch that published a file
     lifecycle: Lifecycle = Lifecycle()  # running, stopped, rebuilding, refreshing (``publish.lifecycle``)
+    # The source's row columns at the table's last published event (``publish.schema_changes``); ``None`` until
+    # one is seen (and in a ledger written before they were recorded).
+    source_columns: tuple[str, ...] | None = None
 
-    def with_stop(self, reason: str, mirror: MirrorSettings, now: float | None = None) -> TableState:
+    def with_stop(self, reason: str, mirror: MirrorSettings, *, rebuild: bool | None = None) -> TableState:
         """A copy stopped for ``reason``, or with its automatic rebuild begun (``Lifecycle.stop``)."""
-        return replace(self, lifecycle=self.lifecycle.stop(reason, mirror, now=time.time() if now is None else now))
+        return replace(self, lifecycle=self.lifecycle.stop(reason, mirror, now=time.time(), rebuild=rebuild))
 
     def arrow_schema(self) -> pa.Schema | None:
         """The established column types, ``None`` before the first file."""
@@ -282,6 +285,8 @@ class BatchLedger:
 def _table_from_json(raw: dict[str, Any]) -> TableState:
     fields = {k: v for k, v in raw.items() if k not in V1_FIELDS}
     fields["key_columns"] = tuple(raw.get("key_columns", ()))
+    if raw.get("source_columns") is not None:
+        fields["source_columns"] = tuple(raw["source_columns"])
     if "lifecycle" in raw:
         fields["lifecycle"] = Lifecycle.from_json(raw["lifecycle"])
     else:

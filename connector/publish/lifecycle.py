@@ -87,6 +87,11 @@ class Lifecycle:
         return self.phase in BLOCKING
 
     @property
+    def awaits_rebuilder(self) -> bool:
+        """Whether the rebuilder has a step to do: a rebuild's deletion or wait, or a refresh's snapshot request."""
+        return self.phase in BLOCKING or self.phase is Phase.REFRESH_PENDING
+
+    @property
     def upserts(self) -> bool:
         """Whether the table's events are written as upserts (a snapshot re-reads rows the folder may hold)."""
         return self.phase in UPSERTING
@@ -109,9 +114,12 @@ class Lifecycle:
 
     # -- transitions -------------------------------------------------------------------------------------------
 
-    def stop(self, reason: str, mirror: MirrorSettings, *, now: float) -> Lifecycle:
-        """The table cannot publish: stopped, or (``on_table_stopped: rebuild``) its rebuild begun, within limits."""
-        if mirror.on_table_stopped != "rebuild":
+    def stop(self, reason: str, mirror: MirrorSettings, *, now: float, rebuild: bool | None = None) -> Lifecycle:
+        """The table cannot publish: stopped, or its rebuild begun, within ``rebuild.max_automatic``.
+
+        ``rebuild`` says whether to rebuild (a schema change's policy); ``None`` leaves it to ``on_table_stopped``.
+        """
+        if not (mirror.on_table_stopped == "rebuild" if rebuild is None else rebuild):
             return replace(self, phase=Phase.STOPPED, reason=reason, since=now)
         count = self.automatic_rebuilds
         if self.last_rebuild_at is not None and now - self.last_rebuild_at > AUTOMATIC_COUNT_RESET_S:

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from connector.errors import TableStopped, rebuild_hint
+from connector.errors import SchemaChanged, TableStopped, rebuild_hint
 from connector.landing_zone import (
     METADATA_FILE,
     PARTNER_EVENTS_FILE,
@@ -69,10 +69,11 @@ def ensure_table_metadata(storage: Storage, table: TableRef, content: dict[str, 
     names = {**metadata_spellings(content), **metadata_spellings(existing)}
     existing_keys, new_keys = have.get("keycolumns"), want.get("keycolumns")
     if existing_keys != new_keys:
-        raise TableStopped(
+        raise SchemaChanged(
             table.id,
             f"{where} declares {names.get('keycolumns', 'keyColumns')} {existing_keys}, but the source key is "
             f"{new_keys}; keyColumns can never change: {rebuild_hint(table.id)}",
+            "key_changed",
         )
     keys = sorted(key for key in have.keys() | want.keys() if have.get(key, _ABSENT) != want.get(key, _ABSENT))
     if "fileformat" in keys:

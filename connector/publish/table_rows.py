@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from connector.collect.ordering import Position, position_order
-from connector.collect.pieces import Collected, StagedFile, TablePiece
+from connector.collect.pieces import Collected, SourceShape, StagedFile, TablePiece
 from connector.debezium.types import type_name
-from connector.errors import TableStopped, rebuild_hint
+from connector.errors import SchemaChanged, TableStopped, rebuild_hint
 from connector.landing_zone import TableRef
 from connector.publish.batch_result import BatchResult
 
@@ -35,6 +35,7 @@ class TableFiles:
     max_source_ts_ms: int | None
     connector: str | None
     first: Position = ("", 0, 0)  # the batch's first record of the table, for messages
+    shape: SourceShape | None = None  # the source's columns at the table's last event of the batch
 
     def __len__(self) -> int:
         return sum(p.rows for p in self.pieces)
@@ -54,6 +55,7 @@ class MergedBatch:
     refs: dict[str, TableRef]
     topics: dict[str, str]  # each table's Kafka topic
     unused: list[StagedFile] = field(default_factory=list)  # staged files no table publishes (voided, stopped)
+    schema_stops: dict[str, str] = field(default_factory=dict)  # tables a schema change stopped: its kind
 
 
 def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatch:
@@ -61,11 +63,14 @@ def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatc
     pieces: dict[str, list[TablePiece]] = {}
     refs: dict[str, TableRef] = {}
     topics: dict[str, str] = {}
+    schema_stops: dict[str, str] = {}
     for part in slices:
         _count(part, result)
         for tid, reason in part.stopped.items():
             result.stopped.setdefault(tid, reason)
             refs[tid] = part.stopped_refs[tid]
+            if tid in part.schema_stops:
+                schema_stops.setdefault(tid, part.schema_stops[tid])
         topics.update(part.stopped_topics)
         for tid, piece in part.pieces.items():
             pieces.setdefault(tid, []).append(piece)
@@ -89,13 +94,15 @@ def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatc
             tables[tid] = join_pieces(tid, found)
         except TableStopped as exc:
             result.stopped.setdefault(tid, exc.reason)
+            if isinstance(exc, SchemaChanged):
+                schema_stops.setdefault(tid, exc.kind)
             unused.extend(f for p in found for f in p.files)
             log.error("%s", exc)
             continue
         ts_ms = tables[tid].max_source_ts_ms
         if ts_ms is not None:
             result.max_source_ts_ms = max(result.max_source_ts_ms or 0, ts_ms)
-    return MergedBatch(tables, recreate, refs, topics, unused)
+    return MergedBatch(tables, recreate, refs, topics, unused, schema_stops)
 
 
 def _count(part: Collected, result: BatchResult) -> None:
@@ -119,10 +126,11 @@ def merge_schema(tid: str, established: pa.Schema | None, batch: pa.Schema, wher
         if old is None:
             fields.append(new)
         elif old.type != new.type:
-            raise TableStopped(
+            raise SchemaChanged(
                 tid,
                 f"{where}column {new.name!r} changed type from {type_name(old.type)} to {type_name(new.type)}; "
                 f"open mirroring stops a table on a type change: {rebuild_hint(tid)}",
+                "type_changed",
             )
     return pa.schema(fields)
 
@@ -131,10 +139,11 @@ def join_pieces(tid: str, pieces: list[TablePiece]) -> TableFiles:
     """One table of the batch from its pieces (already in order); pieces disagreeing on keys or types stop it."""
     keys = {p.key_columns for p in pieces if p.rows}
     if len(keys) > 1:
-        raise TableStopped(
+        raise SchemaChanged(
             tid,
             f"key columns differ within the batch ({sorted(list(k) for k in keys)}); keyColumns can never change: "
             f"{rebuild_hint(tid)}",
+            "key_changed",
         )
     with_rows = [p for p in pieces if p.rows]
     schemas = [p.schema for p in with_rows if p.schema is not None]
@@ -144,7 +153,8 @@ def join_pieces(tid: str, pieces: list[TablePiece]) -> TableFiles:
             schema = pa.unify_schemas(schemas, promote_options="permissive")
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             where = ", ".join(f"{t}[{p}]@{o}" for t, p, o in (piece.first for piece in pieces))
-            raise TableStopped(tid, f"column types differ between partitions ({where}): {exc}") from exc
+            msg = f"column types differ between partitions ({where}): {exc}"
+            raise SchemaChanged(tid, msg, "type_changed") from exc
     return TableFiles(
         first=pieces[0].first,
         ref=pieces[0].ref,
@@ -153,4 +163,5 @@ def join_pieces(tid: str, pieces: list[TablePiece]) -> TableFiles:
         schema=schema,
         max_source_ts_ms=max((p.max_source_ts_ms for p in pieces if p.max_source_ts_ms is not None), default=None),
         connector=next((p.connector for p in pieces if p.connector), None),
+        shape=next((p.facts.shape for p in reversed(pieces) if p.facts.shape is not None), None),
     )

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from connector.commands.tables import rebuild_command, table_lines, tables_command
-from connector.config import MirrorSettings, RebuildSettings
+from connector.config import MirrorSettings, RebuildSettings, SchemaChangeSettings
 from connector.operate.rebuild import RebuildError, TableRebuilder, pending_requests
 from connector.publish.ledger import TableState
 from connector.publish.lifecycle import Lifecycle, Phase
@@ -59,6 +59,8 @@ def make_sink(
     landing = LocalStorage(tmp_path / "lz")
     checkpoint = LocalStorage(tmp_path / "cp")
     mirror.setdefault("rebuild", RebuildSettings(wait_s=0))
+    # These tests stop a table with a type change: left to on_table_stopped, as before type changes rebuilt.
+    mirror.setdefault("schema_changes", SchemaChangeSettings(type_changed="stop"))
     sink = MirrorSink(landing, checkpoint, MirrorSettings(**mirror), snapshot_signal=signals, fabric_tables=fabric)
     return sink, landing, checkpoint
 
