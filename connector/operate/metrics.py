@@ -76,6 +76,13 @@ DEAD_LETTERS = Counter(
     ["table"],
     registry=REGISTRY,
 )
+SCHEMA_CHANGES = Counter(
+    "cdc_mirror_schema_changes",
+    "Schema changes seen in a table's events, by kind (column_added, column_removed, type_changed, key_changed) "
+    "and the action mirror.schema_changes took (refresh, union, rebuild, keep, stop).",
+    ["table", "kind", "action"],
+    registry=REGISTRY,
+)
 READY = Gauge("cdc_mirror_ready", "1 while /readyz answers 200 (see HealthState).", registry=REGISTRY)
 KAFKA_REACHABLE = Gauge(
     "cdc_mirror_kafka_reachable",
@@ -150,6 +157,8 @@ def record_batch(result: BatchResult, now: float | None = None) -> None:
         SKIPPED.labels(kind).inc(count)
     for table, count in result.dead_letters.items():
         DEAD_LETTERS.labels(table).inc(count)
+    for table, (kind, action) in result.schema_changes.items():
+        SCHEMA_CHANGES.labels(table, kind, action).inc()
     BATCH_DURATION.observe(result.duration_s)
     BATCHES.labels("committed").inc()
     LAST_COMMIT.set(now)

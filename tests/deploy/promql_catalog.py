@@ -46,6 +46,7 @@ KNOWN_METRICS = frozenset(
         "cdc_mirror_publish_errors_total",
         "cdc_mirror_build_info",
         "cdc_mirror_dead_letters_total",
+        "cdc_mirror_schema_changes_total",
         "cdc_mirror_ready",
         "cdc_mirror_kafka_reachable",
         "cdc_mirror_fabric_table_state",

@@ -24,6 +24,7 @@ from connector.config import (
 )
 from connector.debezium import schema_registry
 from connector.events import KafkaRecord
+from connector.operate import metrics
 from connector.publish.batch_result import BatchResult
 from connector.publish.lifecycle import Phase
 from connector.sink import MirrorSink
@@ -254,3 +255,13 @@ def test_a_refresh_decided_before_a_crash_is_carried_out_after_it(tmp_path: Path
     source.sink = source.new_sink()
     source.publish({"id": 2, "label": "b", "qty": 2, "region": "EU"})
     assert source.signals.sent == [(TABLE, TOPIC)] and source.phase is Phase.SNAPSHOT_REQUESTED
+
+
+def test_each_decision_is_counted_by_table_kind_and_action(tmp_path: Path, registry: RegistryDouble) -> None:
+    source = started(tmp_path, "json", registry)
+    source.topic.columns = [BASE[0], BASE[1]]
+    result = source.publish({"id": 1, "label": "z"})
+    labels = {"table": TABLE, "kind": "column_removed", "action": "rebuild"}
+    before = metrics.REGISTRY.get_sample_value("cdc_mirror_schema_changes_total", labels) or 0.0
+    metrics.record_batch(result)
+    assert metrics.REGISTRY.get_sample_value("cdc_mirror_schema_changes_total", labels) == before + 1
