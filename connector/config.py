@@ -166,6 +166,13 @@ class MirrorSettings(_Frozen):
         description="'stay': a stopped table waits for an operator; 'rebuild': it is rebuilt automatically "
         "(folder deleted, Debezium incremental snapshot), at most rebuild.max_automatic times.",
     )
+    on_data_lost: Literal["rebuild", "stop"] = Field(
+        "rebuild",
+        description="Kafka no longer holds records the mirror has yet to read (retention outran the connector, "
+        "records deleted, a topic re-created): 'rebuild' rebuilds exactly the tables those partitions carry "
+        "(folder deleted, Debezium incremental snapshot), reads on past the gap and keeps the other tables "
+        "publishing; 'stop' stops the job (exit 2) with one line naming topic, partition and offsets.",
+    )
     rebuild: RebuildSettings = Field(default_factory=RebuildSettings)
     schema_changes: SchemaChangeSettings = Field(default_factory=SchemaChangeSettings)
     tables: dict[str, TableSettings] = Field(default_factory=dict)
