@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from connector.collect.marking import ToastStore, ToastStores
-from connector.collect.pieces import CollectContext, Collected, StagedFile
+from connector.collect.pieces import CollectContext, Collected, SourceShape, StagedFile
 from connector.collect.poison import DeadLetter, dead_letter_in_use
 from connector.collect.record_path import SliceCollector
 from connector.collect.slice import collect_slice
@@ -422,6 +422,10 @@ class MirrorSink:
                 path = self.ledger.write_toast_snapshot(tid, batch_id, self._toast.stores[tid].snapshot())
                 table_state = replace(table_state, toast_snapshot=path)
             tables[tid] = replace(table_state, topic=merged.topics.get(tid, table_state.topic))
+        for tid, shape in merged.ddl.items():
+            table = tables.get(tid)
+            if table is not None and not table.lifecycle.skips_events and tid not in result.stopped:
+                tables[tid] = self._follow_ddl(tid, table, shape, result)
         self._discard(unused, [merged.refs[tid].folder for tid in result.stopped if tid in merged.refs])
         for tid, reason in result.stopped.items():
             stopped_ref = merged.refs.get(tid)
@@ -475,6 +479,24 @@ class MirrorSink:
             return table
         log_change(change)
         result.schema_changes[tid] = (change.kind, change.action)
+        if change.action == "refresh":
+            return replace(table, lifecycle=table.lifecycle.begin_refresh(change.reason, now=time.time()))
+        return table
+
+    def _follow_ddl(self, tid: str, table: TableState, shape: SourceShape, result: BatchResult) -> TableState:
+        """A table a DDL altered (MySQL/MariaDB's schema change topic), after its events of the batch if any.
+
+        Acting at DDL time heals a table that is altered and never changed again. Its later events show the same
+        columns, so they find nothing more to do.
+        """
+        change = column_change(tid, table.source_columns, shape, self.mirror.schema_changes_for(table.topic))
+        table = replace(table, source_columns=shape.columns)
+        if change is None:
+            return table
+        log_change(change)
+        result.schema_changes[tid] = (change.kind, change.action)
+        if change.action == "rebuild":
+            return table.with_stop(change.reason, self.mirror, rebuild=True)
         if change.action == "refresh":
             return replace(table, lifecycle=table.lifecycle.begin_refresh(change.reason, now=time.time()))
         return table

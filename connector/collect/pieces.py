@@ -217,6 +217,8 @@ class Collected:
     stopped_refs: dict[str, TableRef] = field(default_factory=dict)
     stopped_topics: dict[str, str] = field(default_factory=dict)  # a rebuild signals Debezium by topic
     schema_stops: dict[str, str] = field(default_factory=dict)  # of ``stopped``, a schema change's kind
+    # Tables a DDL in the schema change topic (MySQL/MariaDB) altered: their columns after it, and where it was.
+    ddl: dict[str, tuple[SourceShape, Position]] = field(default_factory=dict)
     deferred: list[KafkaRecord] = field(default_factory=list)
     poison: list[DeadLetter] = field(default_factory=list)  # under poison_policy dead-letter
     problems: list[str] = field(default_factory=list)
@@ -246,6 +248,7 @@ class Collected:
         self.stopped_refs.update(other.stopped_refs)
         self.stopped_topics.update(other.stopped_topics)
         self.schema_stops.update(other.schema_stops)
+        self.ddl.update(other.ddl)
         self.deferred.extend(other.deferred)
         self.poison.extend(other.poison)
         self.problems.extend(other.problems)

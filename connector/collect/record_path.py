@@ -35,6 +35,7 @@ from connector.collect.pieces import (
 from connector.collect.poison import DeadLetter, poison_policy
 from connector.collect.table_buffer import DeclaredDecimal, TableBatch
 from connector.config import TableSettings
+from connector.debezium.ddl_events import altered_tables
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, Noise
 from connector.debezium.types import ColumnType, ConversionError, type_policy
@@ -190,6 +191,10 @@ class SliceCollector:
             return None
         if isinstance(decoded, Noise):
             out.skipped.add(decoded.kind)
+            if decoded.payload is not None:
+                for table in altered_tables(record, decoded.payload):
+                    altered = table_for_topic(table.topic, self.mirror)
+                    out.ddl[altered.id] = (SourceShape(table.columns, table.unfilled), table.position)
             return None
         return decoded
 

@@ -53,6 +53,8 @@ class Noise:
 
     record: KafkaRecord
     kind: str
+    # A schema change event's payload (MySQL/MariaDB's schema change topic): the DDL the sink may act on.
+    payload: Mapping[str, Any] | None = None
 
 
 class EnvelopeDecoder:
@@ -211,7 +213,8 @@ def event_from_payload(
     """
     raw_op = payload.get("op")
     if raw_op is None:
-        return Noise(record, _classify_opless(record, payload))
+        kind = _classify_opless(record, payload)
+        return Noise(record, kind, payload if kind == "schema_change" else None)
     if raw_op == _MESSAGE_OP:
         return Noise(record, "message")
     try:

@@ -38,6 +38,7 @@ _DEFAULTS = {
     "skipped.operations": "t",
     "time.precision.mode": "adaptive",
     "tombstones.on.delete": "true",
+    "include.schema.changes": "true",
 }
 # The MySQL and MariaDB connectors default to microsecond times (their TIME is a duration, not a time of day).
 _MYSQL_DEFAULTS = {"time.precision.mode": "adaptive_time_microseconds"}
@@ -100,6 +101,13 @@ def check_connector_config(
             decimal_mode,
             "DECIMAL/NUMERIC values arrive as doubles: digits beyond 15-17 significant ones are rounded away, so "
             "the mirror differs from the source; use precise (or string)",
+        )
+    if kind == "mysql" and setting("include.schema.changes").lower() == "false":
+        warn(
+            "include.schema.changes",
+            "false",
+            "the DDL never reaches Kafka: a table altered (ADD COLUMN ... DEFAULT) and not changed again keeps the "
+            "old columns in the mirror; use true and add the schema change topic (topic.prefix) to source.topics",
         )
     if kind == "mysql":
         unsigned_mode = setting("bigint.unsigned.handling.mode").lower()

@@ -56,6 +56,7 @@ class MergedBatch:
     topics: dict[str, str]  # each table's Kafka topic
     unused: list[StagedFile] = field(default_factory=list)  # staged files no table publishes (voided, stopped)
     schema_stops: dict[str, str] = field(default_factory=dict)  # tables a schema change stopped: its kind
+    ddl: dict[str, SourceShape] = field(default_factory=dict)  # tables a DDL altered: their columns after the last
 
 
 def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatch:
@@ -102,7 +103,17 @@ def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatc
         ts_ms = tables[tid].max_source_ts_ms
         if ts_ms is not None:
             result.max_source_ts_ms = max(result.max_source_ts_ms or 0, ts_ms)
-    return MergedBatch(tables, recreate, refs, topics, unused, schema_stops)
+    return MergedBatch(tables, recreate, refs, topics, unused, schema_stops, _last_ddl(slices))
+
+
+def _last_ddl(slices: Sequence[Collected]) -> dict[str, SourceShape]:
+    """Each altered table's columns after its last DDL of the batch (the schema change topic's order)."""
+    ddl: dict[str, tuple[SourceShape, Position]] = {}
+    for part in slices:
+        for tid, (shape, where) in part.ddl.items():
+            if tid not in ddl or ddl[tid][1] < where:
+                ddl[tid] = (shape, where)
+    return {tid: shape for tid, (shape, _) in ddl.items()}
 
 
 def _count(part: Collected, result: BatchResult) -> None:

@@ -296,9 +296,10 @@ prepare_connector() { # prepare_connector CONVERTER
   write_connector_json "$1"
 }
 
+# The tables' topics, and the schema change topic (named topic.prefix): the connector acts on a DDL when it is read.
 topics_regex() {
   local prefix=${TOPIC_PREFIX//./\\.}
-  echo "${prefix}\\.${DB_NAME}\\..*"
+  echo "${prefix}(\\.${DB_NAME}\\..*)?"
 }
 
 # Create the signalling table (Debezium's layout: id, type, data) unless it exists.
@@ -324,7 +325,7 @@ write_connector_json() { # write_connector_json CONVERTER
     "topic.prefix": "$TOPIC_PREFIX",
     "schema.history.internal.kafka.bootstrap.servers": "$BOOTSTRAP",
     "schema.history.internal.kafka.topic": "_schema-history.$TOPIC_PREFIX",
-    "include.schema.changes": "false",
+    "include.schema.changes": "true",
     "bigint.unsigned.handling.mode": "precise",
 EOF
   )"

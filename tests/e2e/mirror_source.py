@@ -71,7 +71,7 @@ def mariadb_source(stack: dict[str, str], conn: Any) -> MirrorSource:
 
     avro = stack.get("converter") == "avro"
     decoder = AvroDecoder(SchemaRegistrySettings(url=stack["schema.registry.url"])) if avro else EnvelopeDecoder()
-    prefix = stack["topics"].split("\\.")[0]
+    prefix = stack["topic_prefix"]
     return MirrorSource(stack, stack["mariadb"], f"^{prefix}\\.mirror\\.e2e_watermark", insert, decoder.decode, 600)
 
 

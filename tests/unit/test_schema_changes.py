@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow.parquet as pq
 import pytest
 
@@ -23,6 +24,7 @@ from connector.config import (
     SourceSettings,
 )
 from connector.debezium import schema_registry
+from connector.debezium.ddl_events import altered_tables
 from connector.events import KafkaRecord
 from connector.operate import metrics
 from connector.publish.batch_result import BatchResult
@@ -265,3 +267,92 @@ def test_each_decision_is_counted_by_table_kind_and_action(tmp_path: Path, regis
     before = metrics.REGISTRY.get_sample_value("cdc_mirror_schema_changes_total", labels) or 0.0
     metrics.record_batch(result)
     assert metrics.REGISTRY.get_sample_value("cdc_mirror_schema_changes_total", labels) == before + 1
+
+
+# -- MySQL/MariaDB: the DDL itself, from the schema change topic ---------------------------------------------------
+
+
+def ddl_record(source: Source, ddl: str, columns: list[dict[str, Any]], *, table: str = "items") -> KafkaRecord:
+    """A schema change event as Debezium's MariaDB connector writes it to the topic named by its topic.prefix."""
+    payload = {
+        "source": {"connector": "mariadb", "db": "public", "table": table},
+        "databaseName": "public",
+        "ddl": ddl,
+        "tableChanges": [
+            {
+                "type": "ALTER",
+                "id": f'"public"."{table}"',
+                "table": {
+                    "primaryKeyColumnNames": ["id"],
+                    "columns": [{"position": i + 1, **column} for i, column in enumerate(columns)],
+                },
+            }
+        ],
+    }
+    return source.topic.raw(orjson.dumps({"schema": {"type": "struct"}, "payload": payload}))._replace(
+        topic="dbserver1"
+    )
+
+
+BASE_DDL = [
+    {"name": "id", "optional": False, "hasDefaultValue": False},
+    {"name": "label", "optional": True, "hasDefaultValue": False},
+    {"name": "qty", "optional": True, "hasDefaultValue": False},
+]
+
+
+def test_a_ddl_adding_a_defaulted_column_refreshes_a_table_no_row_changes(
+    tmp_path: Path, registry: RegistryDouble
+) -> None:
+    source = started(tmp_path, "json", registry)
+    region = {"name": "region", "optional": False, "hasDefaultValue": True, "defaultValueExpression": "EU"}
+    ddl = ddl_record(source, "ALTER TABLE items ADD region varchar(8) NOT NULL DEFAULT 'EU'", [*BASE_DDL, region])
+    result = source.sink.process_batch(1, [ddl])
+    assert result.schema_changes == {TABLE: ("column_added", "refresh")} and source.phase is Phase.REFRESH_PENDING
+    assert result.skipped.by_kind == {"schema_change": 1}
+    assert source.sink.ledger.state.tables[TABLE].source_columns == ("id", "label", "qty", "region")
+
+
+def test_a_ddl_dropping_a_column_rebuilds_and_a_nullable_add_is_unioned(
+    tmp_path: Path, registry: RegistryDouble
+) -> None:
+    source = started(tmp_path / "add", "json", registry)
+    note = {"name": "note", "optional": True, "hasDefaultValue": False}
+    result = source.sink.process_batch(1, [ddl_record(source, "ALTER TABLE items ADD note text", [*BASE_DDL, note])])
+    assert result.schema_changes == {TABLE: ("column_added", "union")} and source.phase is Phase.RUNNING
+    # The rows that follow the DDL show the same columns: nothing more to do.
+    source.topic.columns = [*BASE, field("note", "string")]
+    source.batch = 2
+    assert source.publish({"id": 1, "label": "a", "qty": 1, "note": "n"}).schema_changes == {}
+
+    dropped = started(tmp_path / "drop", "json", registry)
+    result = dropped.sink.process_batch(1, [ddl_record(dropped, "ALTER TABLE items DROP qty", BASE_DDL[:2])])
+    assert result.schema_changes == {TABLE: ("column_removed", "rebuild")} and dropped.phase is Phase.DELETING
+
+
+def test_a_ddl_and_the_rows_after_it_in_one_batch_are_one_change(tmp_path: Path, registry: RegistryDouble) -> None:
+    source = started(tmp_path, "json", registry)
+    region = {"name": "region", "optional": False, "hasDefaultValue": True}
+    ddl = ddl_record(source, "ALTER TABLE items ADD region …", [*BASE_DDL, region])
+    source.topic.columns = [*BASE, {"field": "region", "type": "string", "optional": False, "default": "EU"}]
+    row = source.record("u", {"id": 1, "label": "a", "qty": 1, "region": "EU"})
+    result = source.sink.process_batch(1, [ddl, row])
+    assert result.schema_changes == {TABLE: ("column_added", "refresh")} and source.phase is Phase.REFRESH_PENDING
+
+
+def test_a_ddl_of_a_table_not_mirrored_yet_changes_nothing(tmp_path: Path, registry: RegistryDouble) -> None:
+    source = started(tmp_path, "json", registry)
+    result = source.sink.process_batch(1, [ddl_record(source, "CREATE TABLE other …", BASE_DDL, table="other")])
+    assert result.schema_changes == {} and set(source.sink.ledger.state.tables) == {TABLE}
+
+
+def test_the_documented_schema_change_event_names_the_altered_table_and_its_columns() -> None:
+    """Debezium's documented MySQL schema change value: ``ALTER TABLE customers ADD middle_name varchar(255)``."""
+    sample = Path(__file__).parents[1] / "data" / "debezium-samples" / "14_mysql_schema_change_topic_value.doc.json"
+    payload = orjson.loads(sample.read_bytes())["payload"]
+    record = KafkaRecord("dbserver1", 0, 7, None, None)
+    (table,) = altered_tables(record, payload)
+    assert table.topic == "dbserver1.inventory.customers"
+    assert table.columns == ("id", "first_name", "middle_name", "last_name", "email")
+    assert table.unfilled == {"middle_name"}  # nullable, no default; the others are NOT NULL
+    assert table.position == ("dbserver1", 0, 7)

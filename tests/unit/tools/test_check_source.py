@@ -86,3 +86,12 @@ def test_automatic_rebuilds_need_the_kafka_signal_channel_and_a_signalling_table
     assert check_connector_config("c", ready, rebuilds=True) == []
     # Without automatic rebuilds nothing is said: a manual rebuild is the operator's own step.
     assert settings({**RECOMMENDED_MYSQL, "signal.enabled.channels": "source"}) == []
+
+
+def test_schema_changes_left_out_of_kafka_are_named_on_mysql_only() -> None:
+    findings = check_connector_config("c", {**RECOMMENDED_MYSQL, "include.schema.changes": "false"})
+    assert [(f.setting, f.value) for f in findings] == [("include.schema.changes", "false")]
+    assert "ADD COLUMN" in findings[0].consequence
+    assert (
+        settings({"connector.class": POSTGRES, "skipped.operations": "none", "include.schema.changes": "false"}) == []
+    )
