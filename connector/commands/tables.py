@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from connector.errors import ConfigError
+from connector.operate.job_status import read_job_status
 from connector.operate.rebuild import request_rebuild
 from connector.publish.ledger import STATE_FILE, BatchLedger, TableState
 from connector.publish.lifecycle import Phase
@@ -92,8 +93,15 @@ def table_lines(ledger: BatchLedger, fabric: Mapping[str, Any] | None = None) ->
 
 
 def tables_command(checkpoint: Storage, *, as_json: bool, fabric: Mapping[str, Any] | None = None) -> int:
-    """Print the tables; exit 0, or 1 when a table is stopped (for scripts), 2 when there is no ledger."""
+    """Print the job's last status, then the tables; exit 0, or 1 when a table is stopped, 2 when there is no ledger.
+
+    With ``as_json`` the job's status is a first line of its own, ``{"job": {...}}``, before one line per table.
+    """
     ledger = _ledger(checkpoint)
+    job = read_job_status(checkpoint)
+    if job is not None:
+        # First: a job that stopped explains why every table stands still (they still say ``running``).
+        print(orjson.dumps({"job": asdict(job)}).decode() if as_json else job.text())
     lines = table_lines(ledger, fabric)
     for line in lines:
         print(orjson.dumps(line.__dict__).decode() if as_json else line.text())
@@ -141,7 +149,9 @@ def _reason(table: TableState) -> str | None:
     """Why the table stands where it does; for a re-read table, when and why it was re-read."""
     lifecycle = table.lifecycle
     if lifecycle.phase is Phase.SNAPSHOT_REQUESTED:
-        return f"rebuilt {_iso(lifecycle.since)} (was: {lifecycle.reason})"
+        # A refresh re-reads the table into its folder; a rebuild recreated the folder first.
+        done = "refreshed" if (lifecycle.reason or "").endswith(": refresh") else "rebuilt"
+        return f"{done} {_iso(lifecycle.since)} (was: {lifecycle.reason})"
     return lifecycle.reason if lifecycle.phase is not Phase.RUNNING else None
 
 
