@@ -83,6 +83,13 @@ SCHEMA_CHANGES = Counter(
     ["table", "kind", "action"],
     registry=REGISTRY,
 )
+DATA_LOST = Counter(
+    "cdc_mirror_data_lost",
+    "Gaps in a table's Kafka partitions recorded at start (records aged out, deleted or their topic re-created "
+    "before the connector read them); each begins the table's rebuild (mirror.on_data_lost: rebuild).",
+    ["table"],
+    registry=REGISTRY,
+)
 READY = Gauge("cdc_mirror_ready", "1 while /readyz answers 200 (see HealthState).", registry=REGISTRY)
 KAFKA_REACHABLE = Gauge(
     "cdc_mirror_kafka_reachable",

@@ -36,6 +36,10 @@ _VERSION = 2
 #: Batches whose source offsets the state keeps. Spark keeps 100 offsets logs by default
 #: (``spark.sql.streaming.minBatchesToRetain``) and only ever re-runs the last one.
 SOURCE_HISTORY = 200
+#: Data gaps the state keeps for audit (``connector.stream.data_loss_healing``); the oldest are dropped.
+GAP_HISTORY = 100
+#: Format of the ``data_gaps`` entry, versioned on its own so gap records can grow without a new ledger format.
+_GAPS_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,42 @@ class BatchSource:
 
 
 @dataclass(frozen=True)
+class DataGap:
+    """Offsets of one partition Kafka no longer held, and the table rebuilt for them (design invariant 12).
+
+    Recorded in the same commit that begins the table's rebuild and before Spark reads past the gap, so a gap is
+    never skipped without a record of it and of its table's rebuild, whatever instant the job dies at.
+
+    Attributes:
+        table: The table id the partition carries; ``None`` for a partition that carries no table (Debezium's
+            heartbeats), which is read on past without a rebuild.
+        topic: The topic.
+        partition: The partition number.
+        first: The first offset lost (the next one the mirror expected).
+        last: The last offset lost (inclusive); ``None`` when the log that held them is gone.
+        kind: ``retention``, ``recreated`` or ``partition-gone`` (``connector.stream.data_loss.LostRange``).
+        detected_at: Epoch seconds of the start-up that found it.
+    """
+
+    table: str | None
+    topic: str
+    partition: int
+    first: int
+    last: int | None
+    kind: str
+    detected_at: float
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """``(topic, partition, first)``: the same gap found again after a crash is the same record."""
+        return (self.topic, self.partition, self.first)
+
+    def describe(self) -> str:
+        """``topic[p]@first..last``, as the table's rebuild reason and the logs name it."""
+        return f"{self.topic}[{self.partition}]@{self.first}..{'' if self.last is None else self.last}"
+
+
+@dataclass(frozen=True)
 class LedgerState:
     """The committed state: last batch id, every table's state, and the recent batches' source offsets."""
 
@@ -103,6 +143,8 @@ class LedgerState:
     # The Debezium source this checkpoint mirrors (``connector.publish.source_identity``): its topic prefix and
     # the source databases seen, JSON; ``None`` in a state written before it was recorded.
     source_identity: str | None = None
+    # The last ``GAP_HISTORY`` gaps in the Kafka log the mirror read past, oldest first (``DataGap``).
+    data_gaps: tuple[DataGap, ...] = ()
 
     def source(self, batch_id: int) -> BatchSource | None:
         """The recorded source offsets of ``batch_id``, ``None`` when not recorded (or too old)."""
@@ -115,6 +157,16 @@ class LedgerState:
         kept.sort(key=lambda s: s.batch_id)
         return replace(self, sources=tuple(kept[-SOURCE_HISTORY:]))
 
+    def has_gap(self, topic: str, partition: int, first: int) -> bool:
+        """Whether the gap starting at ``topic[partition]@first`` is recorded already (found before a crash)."""
+        return any(g.key == (topic, partition, first) for g in self.data_gaps)
+
+    def with_gaps(self, gaps: tuple[DataGap, ...]) -> LedgerState:
+        """A copy recording ``gaps`` after the known ones (one record per gap), keeping the last ``GAP_HISTORY``."""
+        known = {g.key for g in self.data_gaps}
+        added = tuple(g for g in gaps if g.key not in known)
+        return replace(self, data_gaps=(self.data_gaps + added)[-GAP_HISTORY:])
+
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
         return {
@@ -124,6 +176,11 @@ class LedgerState:
             "sources": [{"batch_id": s.batch_id, "offsets": list(s.offsets)} for s in self.sources],
             **({"resume_offsets": self.resume_offsets} if self.resume_offsets is not None else {}),
             **({"source_identity": self.source_identity} if self.source_identity is not None else {}),
+            **(
+                {"data_gaps": {"version": _GAPS_VERSION, "gaps": [asdict(g) for g in self.data_gaps]}}
+                if self.data_gaps
+                else {}
+            ),
         }
 
     @classmethod
@@ -151,6 +208,7 @@ class LedgerState:
             sources,
             None if resume is None else str(resume),
             source_identity=None if identity is None else str(identity),
+            data_gaps=_gaps_from_json(data.get("data_gaps")),
         )
 
 
@@ -292,6 +350,28 @@ def _table_from_json(raw: dict[str, Any]) -> TableState:
     else:
         fields["lifecycle"] = Lifecycle.from_v1_fields(raw)
     return TableState(**fields)
+
+
+def _gaps_from_json(raw: dict[str, Any] | None) -> tuple[DataGap, ...]:
+    """The recorded gaps; a newer gap format is refused rather than dropped (they are an audit record)."""
+    if raw is None:
+        return ()
+    version = int(raw.get("version", 1))
+    if version > _GAPS_VERSION:
+        msg = f"data gap records format {version} were written by a newer release (this one reads {_GAPS_VERSION})"
+        raise ValueError(msg)
+    return tuple(
+        DataGap(
+            table=None if g.get("table") is None else str(g["table"]),
+            topic=str(g["topic"]),
+            partition=int(g["partition"]),
+            first=int(g["first"]),
+            last=None if g.get("last") is None else int(g["last"]),
+            kind=str(g["kind"]),
+            detected_at=float(g["detected_at"]),
+        )
+        for g in raw["gaps"]
+    )
 
 
 def _first_line(exc: Exception) -> str:

@@ -15,6 +15,8 @@ import logging
 import os
 import re
 import sys
+import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ from connector.debezium.types import type_policy
 from connector.errors import ConfigError, ConnectorError
 from connector.operate import metrics
 from connector.operate.deadletter_output import open_dead_letter_writer
+from connector.operate.job_status import JobStatusRecorder
 from connector.publish.fence import WriterFence
 from connector.publish.ledger import BatchLedger
 from connector.publish.source_identity import check_source, check_topics
@@ -34,6 +37,7 @@ from connector.sink import MirrorSink
 from connector.storage import is_remote, open_storage
 from connector.stream.batch_writer import BatchWriter
 from connector.stream.broker_check import BrokerCheck
+from connector.stream.data_loss_healing import heal_data_loss, kafka_check
 from connector.stream.debezium_settings import check_debezium_settings
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from connector.stream.preflight import check_before_spark
@@ -49,6 +53,8 @@ from connector.stream.spark_log import route_to_file, write_to_debug_log
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+
+    from connector.storage.base import Storage
 
 log = logging.getLogger(__name__)
 
@@ -143,13 +149,41 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     # between its steps and ends with exit 0 before anything is published; the handlers go back on any error.
     graceful = GracefulStop()
     restore_signals = graceful.install()
+    status = JobStatusRecorder()
     try:
-        started = _start_up(settings, graceful, resume_from_ledger_offsets=resume_from_ledger_offsets)
-    except BaseException:
+        started = _start_up(settings, graceful, status, resume_from_ledger_offsets=resume_from_ledger_offsets)
+    except BaseException as exc:
         restore_signals()
+        status.stopped(_why(exc))
         raise
     if started is None:
+        status.stopped(f"stop requested ({graceful.signal_name}) during start-up")
         return _stopped_before_query(graceful)
+    try:
+        code = _run_query(started, graceful, status)
+    except BaseException as exc:
+        status.stopped(_why(exc))
+        raise
+    status.stopped(_exit_reason(code, graceful, settings.trigger))
+    return code
+
+
+def _why(exc: BaseException) -> str:
+    """A job-level stop's reason as ``tables`` shows it: the ``error:`` line's text."""
+    return str(exc) if isinstance(exc, ConnectorError) else f"{type(exc).__name__}: {exc}"
+
+
+def _exit_reason(code: int, graceful: GracefulStop, trigger: str) -> str:
+    """Why a query that ended without an error ended."""
+    if code:
+        return "tables stopped (see each table's reason)"
+    if graceful.requested.is_set():
+        return f"stop requested ({graceful.signal_name})"
+    return "caught up (trigger available-now)" if trigger == "available-now" else "the query ended"
+
+
+def _run_query(started: _Started, graceful: GracefulStop, status: JobStatusRecorder) -> int:
+    """Run Spark's query until it ends or a stop is requested; the exit code."""
     settings, health, fabric_status, sink, spark_checkpoint = started
     checkpoint = Path(settings.checkpoint)
     spark = spark_session(settings)
@@ -176,6 +210,7 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     else:
         writer = writer.trigger(processingTime=spark_interval(settings.trigger))
     query = writer.start()
+    status.running()
     health.set(True, "running")
     broker_check = None
     if settings.source.kind == "kafka" and settings.metrics.broker_check_s:
@@ -185,7 +220,7 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     rebuilds = RebuildTicker(sink, REBUILD_TICK_S).start()
     try:
         try:
-            _watch(query, graceful, health)
+            _watch(query, graceful, health, settings.mirror.on_data_lost)
         finally:
             # The last batch may still be published behind: it is committed before anything stops or reports.
             batch_writer.close()
@@ -210,7 +245,7 @@ _Started = tuple[ConnectorSettings, metrics.HealthState, FabricStatusPoller | No
 
 
 def _start_up(
-    settings: ConnectorSettings, graceful: GracefulStop, *, resume_from_ledger_offsets: bool
+    settings: ConnectorSettings, graceful: GracefulStop, status: JobStatusRecorder, *, resume_from_ledger_offsets: bool
 ) -> _Started | None:
     """Every check and recovery before Spark starts; ``None`` when a stop was requested meanwhile."""
     if is_remote(settings.checkpoint):
@@ -251,6 +286,7 @@ def _start_up(
     # One writer per checkpoint and landing zone, held until exit: taken before the ledger is read or the
     # start-up clean-up runs, so a second instance is refused before it can delete our uploads.
     fence = WriterFence(landing, open_storage(str(checkpoint))).hold_until_exit()
+    status.arm(fence.checkpoint)
     # A missing schema registry URL fails here, before Spark starts.
     open_decoder(settings.source, type_policy(settings.mirror))
     sink = MirrorSink(
@@ -270,12 +306,15 @@ def _start_up(
         # Checked against the landing zone and the ledger (after recovery, which commits older plans' states);
         # recorded with the first batch's commit.
         sink.admit_source(topics or ())
-    sink.advance_rebuilds()  # a rebuild requested while the connector was down starts before the first batch
     # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
     # Spark reuse batch ids the ledger calls published (silent loss), so they must agree before Spark starts.
     if resume_from_ledger_offsets:
         resume_from_ledger(sink.ledger, spark_checkpoint, fence.landing)
+    if topics is not None:
+        # Before the checkpoints are compared: a crash while Spark's was being moved aside is finished here.
+        _heal_data_loss(settings, sink, spark_checkpoint, fence.landing, topics)
     spark_checkpoint.verify_ledger(sink.ledger.state)
+    sink.advance_rebuilds()  # a rebuild requested while the connector was down starts before the first batch
     resume = sink.ledger.state.resume_offsets
     if resume is not None:
         start = starting_offsets(resume, settings.source)
@@ -299,6 +338,30 @@ def _start_up(
     return settings, health, fabric_status, sink, spark_checkpoint
 
 
+def _heal_data_loss(
+    settings: ConnectorSettings,
+    sink: MirrorSink,
+    spark_checkpoint: SparkCheckpoint,
+    landing: Storage,
+    topics: Collection[str],
+) -> None:
+    """Find records Kafka no longer holds before Spark trips over them, and heal them (``mirror.on_data_lost``).
+
+    The tables they carry are marked for rebuild (committed), then Spark's checkpoint moves past them
+    (``connector.stream.data_loss_healing``). Partitions a new checkpoint has not read yet are expected from offset
+    0 only when Spark would read them so (its own checkpoint); a resume starts them at their first record.
+    """
+    heal_data_loss(
+        sink.ledger,
+        spark_checkpoint,
+        landing,
+        settings.mirror,
+        kafka_check(settings.source),
+        subscribed=topics if sink.ledger.state.resume_offsets is None else (),
+        now=time.time(),
+    )
+
+
 def _stopped_before_query(graceful: GracefulStop) -> int:
     """A stop requested during start-up: nothing was published (the ledger completed any interrupted batch)."""
     graceful.restore()
@@ -306,7 +369,7 @@ def _stopped_before_query(graceful: GracefulStop) -> int:
     return 0
 
 
-def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.HealthState) -> None:
+def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.HealthState, on_data_lost: str) -> None:
     """Wait for the query, publishing Kafka lag and a progress line while a backlog is caught up.
 
     A stop request (SIGTERM/SIGINT) is carried out here, on the main thread: wait for the batch in flight,
@@ -319,7 +382,7 @@ def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.Health
         if graceful.requested.wait(timeout=1.0):
             _stop(query, graceful)
             break
-        if _terminated(query, graceful):
+        if _terminated(query, graceful, on_data_lost):
             break
         progress = query.lastProgress
         if not progress or progress.get("batchId", -1) == last_batch:
@@ -338,7 +401,7 @@ def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.Health
             )
     exception = query.exception()
     if exception is not None and not graceful.explains(exception):
-        raise _query_failure(str(exception)) from None
+        raise _query_failure(str(exception), on_data_lost) from None
 
 
 def _route_spark_log(spark: SparkSession, settings: ConnectorSettings) -> None:
@@ -352,7 +415,7 @@ def _route_spark_log(spark: SparkSession, settings: ConnectorSettings) -> None:
         log.info("Spark's errors and stack traces are logged to %s", debug_log)
 
 
-def _query_failure(text: str) -> ConnectorError:
+def _query_failure(text: str, on_data_lost: str) -> ConnectorError:
     """The one error a failed query is reported as; its full text goes to Spark's debug log first.
 
     Without a debug log (the operator's own Spark log configuration) the full text is logged here instead, for
@@ -361,7 +424,7 @@ def _query_failure(text: str) -> ConnectorError:
     debug_log = write_to_debug_log(text)
     if debug_log is None:
         log.error("the streaming query failed: %s", text)
-    return report_query_failure(text, debug_log)
+    return report_query_failure(text, debug_log, on_data_lost)
 
 
 def _stop(query: StreamingQuery, graceful: GracefulStop) -> None:
@@ -396,7 +459,7 @@ def _quiet_query_errors() -> None:
         log4j.core.config.Configurator.setLevel(query_log, log4j.Level.OFF)
 
 
-def _terminated(query: StreamingQuery, graceful: GracefulStop) -> bool:
+def _terminated(query: StreamingQuery, graceful: GracefulStop, on_data_lost: str) -> bool:
     """Whether the query has ended; a failure that is only a refused batch counts as the end."""
     try:
         # Seconds; PySpark passes int(timeout * 1000) ms on, so a fraction is fine whatever its annotation says.
@@ -406,7 +469,7 @@ def _terminated(query: StreamingQuery, graceful: GracefulStop) -> bool:
         # request is the stop itself, anything else is ``_watch``'s to report.
         if graceful.explains(exc):
             return True
-        raise _query_failure(str(exc)) from None
+        raise _query_failure(str(exc), on_data_lost) from None
 
 
 def run_from_args(args: argparse.Namespace, overrides: dict[str, Any]) -> int:

@@ -36,12 +36,24 @@ class QueryFailed(ConnectorError):
     """The query failed for a reason not recognised here; its first line is the message, the rest is in the log."""
 
 
-_RECOVERY = (
-    "Recovery: these changes can no longer be read from Kafka, so the affected tables must be re-snapshotted "
-    "(a Debezium incremental snapshot, or snapshot.mode initial) into a new landing zone with a new checkpoint "
-    "(source.starting_offsets: earliest); raise the topic's retention.ms so the connector's lag cannot outrun it "
-    "again"
+_STOP_RECOVERY = (
+    "Recovery: set mirror.on_data_lost: rebuild and start again, which rebuilds only the tables these partitions "
+    "carry (folder deleted, Debezium incremental snapshot) and reads on past the gap while every other table goes "
+    "on; or re-snapshot every table into a new landing zone with a new checkpoint; raise the topic's retention.ms "
+    "so the connector's lag cannot outrun it again"
 )
+_REBUILD_RECOVERY = (
+    "mirror.on_data_lost is rebuild: the tables these partitions carry are rebuilt at the next start (folder "
+    "deleted, Debezium incremental snapshot) and reading goes on past the gap, every other table without a "
+    "pause; restart the job (Kubernetes does). Raise the topic's retention.ms so the connector's lag cannot "
+    "outrun it again"
+)
+
+
+def data_lost_recovery(on_data_lost: str) -> str:
+    """What an operator does about lost records, under ``mirror.on_data_lost`` (``rebuild`` or ``stop``)."""
+    return _REBUILD_RECOVERY if on_data_lost == "rebuild" else _STOP_RECOVERY
+
 
 # (pattern, how to read topic, partition and offset from its groups), most specific first. Kafka's
 # TopicPartition prints as "<topic>-<partition>"; topic names may contain '-', the partition is the last part.
@@ -75,14 +87,14 @@ _PYTHON_TRACEBACK = "Traceback (most recent call last):"
 _SHOWN = 400
 
 
-def report_query_failure(text: str, debug_log: Path | None) -> ConnectorError:
+def report_query_failure(text: str, debug_log: Path | None, on_data_lost: str = "stop") -> ConnectorError:
     """The one error a failed query ``text`` is reported as: known ones explained, any other by its gist.
 
     The message ends by naming ``debug_log``, where the JVM's stack traces and ``text`` in full were written
     (``None``: the operator's own log configuration has them, and the job logs ``text`` itself).
     """
     where = f" (stack traces in {debug_log})" if debug_log is not None else ""
-    known = explain_query_failure(text)
+    known = explain_query_failure(text, on_data_lost)
     if known is not None:
         return type(known)(f"{known}{where}")
     return QueryFailed(f"streaming query failed: {_gist(text)}{where}")
@@ -103,10 +115,14 @@ def _gist(text: str) -> str:
     return first[:_SHOWN]
 
 
-def explain_query_failure(text: str) -> ConnectorError | None:
-    """The connector error that ``text`` (a failed query's exception) amounts to, or ``None`` when unknown."""
+def explain_query_failure(text: str, on_data_lost: str = "stop") -> ConnectorError | None:
+    """The connector error that ``text`` (a failed query's exception) amounts to, or ``None`` when unknown.
+
+    Lost records found while the query runs end it either way (Spark cannot skip them for one table only):
+    ``on_data_lost`` only says what the next start does about them.
+    """
     if any(marker in text for marker in _DATA_LOSS_MARKERS):
-        return SourceDataLost(_data_loss_message(text))
+        return SourceDataLost(_data_loss_message(text, data_lost_recovery(on_data_lost)))
     auth = next((marker for marker in _AUTH_MARKERS if marker in text), None)
     if auth is not None:
         detail = _line_after(text, auth)
@@ -121,7 +137,7 @@ def explain_query_failure(text: str) -> ConnectorError | None:
     return None
 
 
-def _data_loss_message(text: str) -> str:
+def _data_loss_message(text: str, recovery: str) -> str:
     for pattern, kind in _DATA_LOSS_PATTERNS:
         match = pattern.search(text)
         if match is None:
@@ -136,10 +152,10 @@ def _data_loss_message(text: str) -> str:
             detail = "a new partition does not start at offset 0"
         else:
             detail = "the offset is no longer in the log"
-        return f"Kafka data lost at {where}: {detail} (aged out by retention, or deleted). {_RECOVERY}"
+        return f"Kafka data lost at {where}: {detail} (aged out by retention, or deleted). {recovery}"
     partitions = _PARTITIONS.search(text)
     where = f" (partitions {_partition_list(partitions['set'])})" if partitions else ""
-    return f"Kafka data lost{where}: records the checkpoint has yet to read are gone from Kafka. {_RECOVERY}"
+    return f"Kafka data lost{where}: records the checkpoint has yet to read are gone from Kafka. {recovery}"
 
 
 def _partition_list(scala_set: str) -> str:

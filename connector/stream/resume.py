@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 
 import orjson
@@ -36,7 +37,13 @@ EARLIEST = -2
 _METADATA_TIMEOUT_S = 30.0
 
 
-def resume_from_ledger(ledger: BatchLedger, spark: SparkCheckpoint, landing: Storage) -> None:
+def resume_from_ledger(
+    ledger: BatchLedger,
+    spark: SparkCheckpoint,
+    landing: Storage,
+    *,
+    past_gaps: Mapping[tuple[str, int], int | None] | None = None,
+) -> None:
     """Move Spark's checkpoint aside and make the newest recorded end offsets the next query's start.
 
     Every case a start-up refusal sends the operator here ends exact:
@@ -48,15 +55,43 @@ def resume_from_ledger(ledger: BatchLedger, spark: SparkCheckpoint, landing: Sto
       and the Spark checkpoint's last committed offsets (Spark commits a batch only after it was published;
       what the lost ledger published after them is read again, as the upserts, updates and deletes it was).
 
+    ``past_gaps`` (``connector.stream.data_loss_healing``) moves partitions whose records Kafka no longer holds to
+    where their log starts now (``None``: the partition is gone, left out); the caller has committed their
+    tables' rebuilds first. It applies to offsets already set aside too: a new checkpoint that has not committed
+    its first batch fixed its start in its own folder, so that folder is moved aside again.
+
     Raises:
         ConfigError: nothing to resume from (no batch published) or not a Kafka source.
         LandingZoneCorrupt: no source offsets are recorded anywhere.
     """
     state = ledger.state
-    last = state.last_committed_batch
-    if state.resume_offsets is not None:
+    if state.resume_offsets is not None and not past_gaps:
         log.warning("resuming from the ledger's offsets already set aside: %s", state.resume_offsets)
         return
+    if state.resume_offsets is not None:
+        ends, tables, origin = orjson.loads(state.resume_offsets), state.tables, "the offsets already set aside"
+    else:
+        ends, tables, origin = _recorded_ends(ledger, spark, landing)
+    if past_gaps:
+        ends = _past(ends, past_gaps)
+        origin += ", moved past the records Kafka no longer holds"
+    if spark.folder.exists():
+        aside = spark.folder.with_name(f"{spark.folder.name}.moved-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        spark.folder.rename(aside)
+        log.warning("moved the Spark checkpoint %s aside to %s", spark.folder, aside)
+    resumed = replace(
+        state, last_committed_batch=-1, sources=(), tables=tables, resume_offsets=orjson.dumps(ends).decode()
+    )
+    ledger.commit_state(resumed)
+    log.warning("resuming from the Kafka end offsets of %s: %s", origin, resumed.resume_offsets)
+
+
+def _recorded_ends(
+    ledger: BatchLedger, spark: SparkCheckpoint, landing: Storage
+) -> tuple[dict[str, dict[str, int]], dict[str, TableState], str]:
+    """The end offsets a resume starts from, the tables numbered after the landing zone, and where they come from."""
+    state = ledger.state
+    last = state.last_committed_batch
     if last < 0:
         msg = f"--resume-from-ledger: the ledger in {ledger.storage.url} has published no batch; run without the flag"
         raise ConfigError(msg)
@@ -79,15 +114,20 @@ def resume_from_ledger(ledger: BatchLedger, spark: SparkCheckpoint, landing: Sto
             "retained records)"
         )
         raise LandingZoneCorrupt(msg)
-    if spark.folder.exists():
-        aside = spark.folder.with_name(f"{spark.folder.name}.moved-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-        spark.folder.rename(aside)
-        log.warning("moved the Spark checkpoint %s aside to %s", spark.folder, aside)
-    resumed = replace(
-        state, last_committed_batch=-1, sources=(), tables=tables, resume_offsets=orjson.dumps(ends).decode()
-    )
-    ledger.commit_state(resumed)
-    log.warning("resuming from the Kafka end offsets of %s: %s", origin, resumed.resume_offsets)
+    return ends, tables, origin
+
+
+def _past(
+    ends: dict[str, dict[str, int]], past_gaps: Mapping[tuple[str, int], int | None]
+) -> dict[str, dict[str, int]]:
+    """``ends`` with each gap's partition at the offset reading goes on at, or left out when it is gone."""
+    out = {topic: dict(partitions) for topic, partitions in ends.items()}
+    for (topic, partition), offset in past_gaps.items():
+        if offset is None:
+            out.get(topic, {}).pop(str(partition), None)
+        else:
+            out.setdefault(topic, {})[str(partition)] = offset
+    return {topic: partitions for topic, partitions in out.items() if partitions}
 
 
 def _tables_from_landing(landing: Storage, state: LedgerState) -> tuple[dict[str, TableState], bool]:

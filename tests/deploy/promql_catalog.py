@@ -55,6 +55,7 @@ KNOWN_METRICS = frozenset(
         "cdc_mirror_fabric_status_readable",
         "cdc_mirror_fabric_database_up",
         "cdc_mirror_source_lossy_settings",
+        "cdc_mirror_data_lost_total",
     }
 )
 HISTOGRAMS = frozenset({"cdc_mirror_batch_duration_seconds"})

@@ -1,0 +1,163 @@
+"""When Kafka no longer holds what the mirror needs: rebuild exactly the tables it carried, read on past the gap.
+
+Design invariant 12. At ``run``'s start, before Spark's query starts, the next offset the mirror expects per
+partition is compared with what the brokers hold (``connector.stream.data_loss``). Each gap found is mapped to the
+table its topic carries, and then, with ``mirror.on_data_lost: rebuild`` (the default):
+
+1. one ledger commit records every gap (``DataGap``) and begins each affected table's rebuild (``Lifecycle``:
+   delete the folder, wait for Fabric, ask Debezium for an incremental snapshot, ``connector.operate.rebuild``);
+2. only then is Spark moved past the gap: its checkpoint is set aside and the new one starts from the ledger's
+   end offsets, with each lost partition's offset moved to where its log now starts (``resume_from_ledger``).
+
+So a gap is never read past before its table's rebuild is committed, and a crash between the two steps finds
+the same gap again at the next start: the record is kept once (deduplicated by topic, partition and first
+offset) and only the move is redone. Every other table keeps its offsets and goes on publishing. Partitions
+that carry no table (Debezium's heartbeats) are read on past with a record and no rebuild.
+
+With ``stop`` the job ends with one ``error:`` line naming every gap and its table, and nothing changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
+
+import orjson
+
+from connector.config import MirrorSettings, SourceSettings
+from connector.landing_zone import table_for_topic
+from connector.operate import metrics
+from connector.publish.ledger import BatchLedger, DataGap, LedgerState, TableState
+from connector.publish.source_identity import topic_prefix
+from connector.publish.source_offsets import kafka_offsets
+from connector.storage.base import Storage
+from connector.stream.data_loss import DataLossCheck, LostRange, Partition, check_offsets, expected_from_map
+from connector.stream.query_failure import SourceDataLost, data_lost_recovery
+from connector.stream.resume import resume_from_ledger
+from connector.stream.spark_checkpoint import SparkCheckpoint
+
+log = logging.getLogger(__name__)
+
+#: Asks the brokers which of the expected offsets they no longer hold (``check_offsets``, bound to the source).
+OffsetsCheck = Callable[[Mapping[Partition, int], Collection[str]], DataLossCheck]
+
+
+def expected_offsets(state: LedgerState, spark: SparkCheckpoint) -> dict[Partition, int] | None:
+    """The next offset the mirror reads, per partition; ``None`` on a first start (nothing read yet).
+
+    A resume under way (``state.resume_offsets``, set until the new checkpoint's first batch commits) is where the
+    next query starts. Otherwise both the ledger's last committed batch and Spark's newest committed batch mark
+    offsets already published (Spark commits a batch after the ledger did), so the newer of the two per partition
+    is what is read next: what the ledger published past Spark's commit is not needed again.
+    """
+    if state.resume_offsets is not None:
+        return expected_from_map(orjson.loads(state.resume_offsets))
+    recorded = state.source(state.last_committed_batch)
+    ledger_ends = kafka_offsets(recorded.offsets) if recorded is not None else None
+    newest = spark.newest_committed_offsets()
+    merged: dict[Partition, int] = {}
+    for ends in (ledger_ends, newest[1] if newest is not None else None):
+        for partition, offset in (expected_from_map(ends) or {} if ends else {}).items():
+            merged[partition] = max(offset, merged.get(partition, offset))
+    return merged or None
+
+
+def table_of(topic: str, state: LedgerState, mirror: MirrorSettings) -> str | None:
+    """The table id ``topic`` carries; ``None`` for a topic that carries no table rows (heartbeats and the like).
+
+    The ledger's record of the topic comes first (it holds what was published, whatever the configuration says
+    now); a topic not mirrored yet maps as its events would (``table_for_topic``).
+    """
+    known = sorted(tid for tid, table in state.tables.items() if table.topic == topic)
+    if known:
+        return known[0]
+    if topic_prefix(topic) is None:
+        return None
+    return table_for_topic(topic, mirror).id
+
+
+def gaps_for(lost: Sequence[LostRange], state: LedgerState, mirror: MirrorSettings, now: float) -> tuple[DataGap, ...]:
+    """One ``DataGap`` per lost range, naming the table its partition carries."""
+    return tuple(
+        DataGap(
+            table=table_of(r.topic, state, mirror),
+            topic=r.topic,
+            partition=r.partition,
+            first=r.first,
+            last=r.last,
+            kind=r.kind,
+            detected_at=now,
+        )
+        for r in lost
+    )
+
+
+def with_rebuilds(state: LedgerState, gaps: Sequence[DataGap], mirror: MirrorSettings, now: float) -> LedgerState:
+    """``state`` recording ``gaps`` not recorded yet and with each of their tables' rebuild begun.
+
+    A gap recorded already (found before a crash) begins nothing again: its table's rebuild was committed with it.
+    """
+    new = tuple(g for g in gaps if not state.has_gap(g.topic, g.partition, g.first))
+    tables = dict(state.tables)
+    for table_id in sorted({g.table for g in new if g.table is not None}):
+        where = ", ".join(g.describe() for g in new if g.table == table_id)
+        topic = next(g.topic for g in new if g.table == table_id)
+        table = tables.get(table_id) or TableState(folder=table_for_topic(topic, mirror).folder, topic=topic)
+        lifecycle = table.lifecycle.begin_rebuild(f"data lost at {where}", now=now)
+        tables[table_id] = replace(table, topic=table.topic or topic, lifecycle=lifecycle)
+    return replace(state, tables=tables).with_gaps(new)
+
+
+def offsets_past(lost: Sequence[LostRange]) -> dict[tuple[str, int], int | None]:
+    """Where each lost partition is read on: its log start now; ``None`` for a partition that is gone."""
+    return {(r.topic, r.partition): r.resume_from for r in lost}
+
+
+def heal_data_loss(
+    ledger: BatchLedger,
+    spark: SparkCheckpoint,
+    landing: Storage,
+    mirror: MirrorSettings,
+    check: OffsetsCheck,
+    *,
+    subscribed: Collection[str],
+    now: float,
+) -> tuple[DataGap, ...]:
+    """Find the gaps Kafka left under the mirror and heal them as ``mirror.on_data_lost`` says; returns them.
+
+    Raises:
+        SourceDataLost: a gap was found and ``on_data_lost`` is ``stop`` (nothing was changed).
+        OffsetsUnknown: the brokers did not say where the partitions start (whether records are lost is unknown).
+    """
+    expected = expected_offsets(ledger.state, spark)
+    if not expected:
+        return ()
+    lost = check(expected, subscribed).lost
+    if not lost:
+        return ()
+    gaps = gaps_for(lost, ledger.state, mirror, now)
+    if mirror.on_data_lost == "stop":
+        raise SourceDataLost(stop_message(gaps))
+    new = [g for g in gaps if not ledger.state.has_gap(g.topic, g.partition, g.first)]
+    if new:
+        ledger.commit_state(with_rebuilds(ledger.state, new, mirror, now))  # before any offset moves past a gap
+    for gap in gaps:
+        if gap in new and gap.table is not None:
+            metrics.DATA_LOST.labels(table=gap.table).inc()
+        what = f"rebuilding table {gap.table}" if gap.table else "it carries no table: read on past it"
+        log.warning("Kafka no longer holds %s (%s): %s", gap.describe(), gap.kind, what)
+    resume_from_ledger(ledger, spark, landing, past_gaps=offsets_past(lost))
+    return gaps
+
+
+def stop_message(gaps: Sequence[DataGap]) -> str:
+    """The one line ``on_data_lost: stop`` ends the job with: every gap, its table, and the ways on."""
+    where = ", ".join(f"{g.describe()} ({g.kind}{', table ' + g.table if g.table else ''})" for g in gaps)
+    recovery = data_lost_recovery("stop")
+    return f"Kafka data lost at {where}: records the mirror has yet to read are gone from Kafka. {recovery}"
+
+
+def kafka_check(source: SourceSettings) -> OffsetsCheck:
+    """``check_offsets`` against ``source``'s brokers."""
+    return lambda expected, subscribed: check_offsets(source, expected, subscribed=subscribed)
