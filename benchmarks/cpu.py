@@ -91,3 +91,14 @@ def stage_task_cpu_seconds(ui_url: str | None, app_id: str) -> float:
     with urllib.request.urlopen(f"{ui_url}/api/v1/applications/{app_id}/stages", timeout=30) as answer:  # noqa: S310
         stages = orjson.loads(answer.read())
     return sum(stage.get("executorCpuTime", 0) for stage in stages) / 1e9
+
+
+def cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo``), printed beside absolute figures: they hold for it only."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
