@@ -1,8 +1,9 @@
-"""Kafka problems end ``run`` with one ``error:`` line (exit 2), on the real broker and real Spark.
+"""Kafka problems on the real broker and real Spark: healed per table, or one ``error:`` line (exit 2).
 
 Before: records deleted from under the checkpoint (retention, ``delete_records``) failed the query with a
 Spark stack trace that buried the partition and offset (later: the one line after ~780 lines of Spark's ERROR
-log; those now go to ``<checkpoint>/logs/spark.log``, which the line names); a client the brokers refuse
+log; those now go to ``<checkpoint>/logs/spark.log``), and every table stopped; now the tables those records
+belonged to are rebuilt and the others publish on (``mirror.on_data_lost``). A client the brokers refuse
 showed a JVM trace after Spark had started. A topic pattern that matches nothing is not an error: Debezium
 creates topics with its first snapshot.
 """
@@ -23,10 +24,18 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from connector.config import SourceSettings
+from connector.events import KafkaRecord
+from connector.oracle.replay import replay_landing_zone
+from connector.oracle.validate import validate_landing_zone
+from connector.publish.ledger import BatchLedger
+from connector.publish.lifecycle import Lifecycle, Phase
+from connector.storage.local import LocalStorage
 from connector.stream.data_loss import LostRange, Partition, check_offsets, read_offsets_log
+from connector.stream.snapshot_signal import signal_value
 from tests.integration.test_stream_kafka import connector_args
+from tests.support.debezium import Topic, field
 from tests.support.kafka import REPO_ROOT, produce, run_connector
-from tests.support.model import Workload
+from tests.support.model import Workload, replayed_rows
 
 pytestmark = [pytest.mark.kafka]
 
@@ -128,27 +137,68 @@ def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
     return int(high)
 
 
+ITEM_COLUMNS = [field("id", "int32", optional=False), field("name", "string")]
+
+
+def item_records(items: Topic, ids: range) -> list[KafkaRecord]:
+    return [items.record("c", None, {"id": i, "name": f"item-{i}"}, partition=0) for i in ids]
+
+
+def delete_up_to(bootstrap: str, topic: str, offset: int) -> None:
+    """What retention does to a lagging consumer: every record before ``offset`` is gone."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, offset)], request_timeout=30).values():
+        future.result(timeout=30)
+
+
+def signals(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+    """Every (key, value) in the signal topic, read from the start."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"signals-{uuid.uuid4()}", "enable.auto.commit": False}
+    )
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[bytes, bytes]] = []
+        while len(out) < high:
+            message = consumer.poll(30)
+            assert message is not None and message.error() is None, message and message.error()
+            out.append((message.key(), message.value()))
+        return out
+    finally:
+        consumer.close()
+
+
 @pytest.mark.spark
-def test_records_deleted_under_the_checkpoint_name_topic_partition_offset(
+def test_records_lost_under_the_checkpoint_rebuild_their_table_only(
     kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
 ) -> None:
+    """Issue 32 on the real broker and real Spark: three tables, one partition's unread records deleted.
+
+    ``on_data_lost: stop`` ends with one line naming topic, partition and offsets; the default rebuilds that table
+    only, also when the connector is SIGKILLed right after recording the gap, and the other two publish on.
+    """
     workload = Workload("dataloss", partitions=1)
     topic = make_topic(workload.customers.name, 1)
     make_topic(workload.orders.name, 1)
-    produce(kafka_bootstrap, workload.records(200))
+    items = Topic("dataloss.public.items", ITEM_COLUMNS, ["id"])
+    make_topic(items.name, 1)
+    # Named apart from the table topics: Spark's subscribePattern also takes "dataloss-signal" for the pattern.
+    signal_topic = make_topic("dl-signals", 1)
+    produce(kafka_bootstrap, [*workload.records(200), *item_records(items, range(1, 51))])
     args = connector_args(kafka_bootstrap, "dataloss", tmp_path)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"mirror:\n  max_rows_per_file: 400\n  rebuild:\n    wait_s: 0\n    signal_topic: {signal_topic}\n"
+    )
     first = run_connector(*args)
     assert first.returncode == 0, first.stderr[-4000:]
 
     checkpointed = end_offset(kafka_bootstrap, topic)
-    produce(kafka_bootstrap, workload.records(200))
+    produce(kafka_bootstrap, [*workload.records(200), *item_records(items, range(51, 81))])
     end = end_offset(kafka_bootstrap, topic)
     assert end > checkpointed + 2
-    # What retention does to a lagging consumer: the records the checkpoint reads next are gone.
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    deleted = admin.delete_records([TopicPartition(topic, 0, end - 1)], request_timeout=30)
-    for future in deleted.values():
-        future.result(timeout=30)
+    delete_up_to(kafka_bootstrap, topic, end - 1)
     # Found before Spark trips over it, from Spark's own checkpoint: the offsets its last committed batch ended at.
     spark_log = tmp_path / "cp" / "spark"
     committed = max(int(p.name) for p in (spark_log / "commits").iterdir() if p.name.isdigit())
@@ -156,23 +206,57 @@ def test_records_deleted_under_the_checkpoint_name_topic_partition_offset(
     assert expected is not None and expected[Partition(topic, 0)] == checkpointed
     check = check_offsets(SourceSettings(bootstrap_servers=kafka_bootstrap), expected)
     assert check.lost == (LostRange(topic, 0, checkpointed, end - 2, "retention", end - 1),)
+    lost_at = f"{topic}[0]@{checkpointed}..{end - 2}"
 
-    second = run_connector(*args)
-    assert second.returncode == 2, second.stderr[-4000:]
-    lines = second.stderr.splitlines()
-    # Spark's reports of the failure (the executor's, the scheduler's, the query's: ~780 lines of JVM stacks and
-    # the batch's Python traceback inside them) go to the debug log the error line names; the console has one line.
-    errors = error_lines(second.stderr)
-    assert len(errors) == 1 and lines[-1] == errors[0], second.stderr[-4000:]
-    assert "Traceback" not in second.stderr, second.stderr[-4000:]
-    stack = [line for line in lines if line.startswith(("\tat ", "Caused by:")) or " ERROR " in line]
-    assert stack == [], second.stderr[-4000:]
-    assert f"{topic}[0]@{checkpointed}" in errors[0]
-    assert "snapshot" in errors[0] and "retention" in errors[0]
-    debug_log = tmp_path / "cp" / "logs" / "spark.log"
-    assert errors[0].endswith(f"(stack traces in {debug_log})"), errors[0]
-    logged = debug_log.read_text()
-    assert "Some data may have been lost" in logged and "\tat org.apache.spark" in logged, logged[-4000:]
+    # on_data_lost: stop, today's behaviour: one error line naming topic, partition and offsets, exit 2, before Spark.
+    stop_config = tmp_path / "stop.yaml"
+    stop_config.write_text("mirror:\n  max_rows_per_file: 400\n  on_data_lost: stop\n")
+    stop_args = [*args]
+    stop_args[stop_args.index("--config") + 1] = str(stop_config)
+    stop = run_connector(*stop_args)
+    assert stop.returncode == 2, stop.stderr[-4000:]
+    errors = error_lines(stop.stderr)
+    assert len(errors) == 1 and stop.stderr.splitlines()[-1] == errors[0], stop.stderr[-4000:]
+    assert "Traceback" not in stop.stderr and "\tat " not in stop.stderr, stop.stderr[-4000:]
+    assert f"{lost_at} (retention, table public.customers)" in errors[0]
+    assert "snapshot" in errors[0] and "retention.ms" in errors[0]
+    assert (spark_log / "commits" / str(committed)).exists()  # nothing moved
+    shown = run_connector("tables", "--checkpoint", str(tmp_path / "cp"))
+    assert shown.stdout.splitlines()[0].startswith("job: stopped "), shown.stdout
+    assert f"Kafka data lost at {lost_at}" in shown.stdout.splitlines()[0]
+    assert "state=running" in shown.stdout and "rebuilding" not in shown.stdout
+
+    # The default, killed right after the gap and its rebuild were committed, before Spark moved past it.
+    killed = run_connector(*args, wrapper="tests.support.crash_after_gap")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-4000:]
+    ledger = BatchLedger(LocalStorage(tmp_path / "cp")).state
+    assert ledger.tables["public.customers"].lifecycle.phase is Phase.DELETING
+    assert (spark_log / "commits" / str(committed)).exists()
+
+    healed = run_connector(*args)
+    assert healed.returncode == 0, healed.stderr[-4000:]
+    assert error_lines(healed.stderr) == [], healed.stderr[-4000:]
+    ledger = BatchLedger(LocalStorage(tmp_path / "cp")).state
+    assert [(g.table, g.topic, g.partition, g.first, g.last, g.kind) for g in ledger.data_gaps] == [
+        ("public.customers", topic, 0, checkpointed, end - 2, "retention")
+    ]
+    customers = ledger.tables["public.customers"].lifecycle
+    assert customers.phase in {Phase.DELETING, Phase.WAITING, Phase.SNAPSHOT_REQUESTED}
+    assert customers.reason == f"data lost at {lost_at}"
+    # Debezium is asked (once: the killed run died before the rebuild moved) to re-read exactly that table.
+    assert signals(kafka_bootstrap, signal_topic) == [(b"dataloss", signal_value("public.customers"))]
+    # The other tables published what they had in Kafka, and were never stopped.
+    landing = LocalStorage(tmp_path / "lz")
+    assert [str(p) for p in validate_landing_zone(landing)] == []
+    replayed = replayed_rows(replay_landing_zone(landing))
+    assert replayed["sales.orders"] == workload.expected()["sales.orders"]
+    assert replayed["public.items"] == [{"id": i, "name": f"item-{i}"} for i in range(1, 81)]
+    for other in ("sales.orders", "public.items"):
+        assert ledger.tables[other].lifecycle == Lifecycle(), ledger.tables[other].lifecycle
+    assert "table stopped" not in healed.stderr
+    shown = run_connector("tables", "--checkpoint", str(tmp_path / "cp"))
+    customers_line = next(line for line in shown.stdout.splitlines() if line.startswith("public.customers"))
+    assert f"data lost at {lost_at}" in customers_line, shown.stdout
 
 
 def test_brokers_refusing_the_client_is_one_line_before_spark(
