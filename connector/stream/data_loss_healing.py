@@ -44,23 +44,42 @@ OffsetsCheck = Callable[[Mapping[Partition, int], Collection[str]], DataLossChec
 
 
 def expected_offsets(state: LedgerState, spark: SparkCheckpoint) -> dict[Partition, int] | None:
-    """The next offset the mirror reads, per partition; ``None`` on a first start (nothing read yet).
+    """The next offset Spark reads, per partition; ``None`` on a first start (nothing read yet).
 
     A resume under way (``state.resume_offsets``, set until the new checkpoint's first batch commits) is where the
-    next query starts. Otherwise both the ledger's last committed batch and Spark's newest committed batch mark
-    offsets already published (Spark commits a batch after the ledger did), so the newer of the two per partition
-    is what is read next: what the ledger published past Spark's commit is not needed again.
+    next query starts. Otherwise Spark goes on after its newest committed batch (re-running one the ledger may
+    have published already, which ``published_offsets`` tells apart); without a Spark checkpoint (one being moved
+    aside when the job died), after the ledger's last batch.
     """
     if state.resume_offsets is not None:
         return expected_from_map(orjson.loads(state.resume_offsets))
-    recorded = state.source(state.last_committed_batch)
-    ledger_ends = kafka_offsets(recorded.offsets) if recorded is not None else None
     newest = spark.newest_committed_offsets()
-    merged: dict[Partition, int] = {}
-    for ends in (ledger_ends, newest[1] if newest is not None else None):
-        for partition, offset in (expected_from_map(ends) or {} if ends else {}).items():
-            merged[partition] = max(offset, merged.get(partition, offset))
-    return merged or None
+    if newest is not None:
+        return expected_from_map(newest[1])
+    return published_offsets(state) or None
+
+
+def published_offsets(state: LedgerState) -> dict[Partition, int]:
+    """Per partition, the end offset of the ledger's last committed batch: everything before it is published."""
+    recorded = state.source(state.last_committed_batch)
+    ends = kafka_offsets(recorded.offsets) if recorded is not None else None
+    return (expected_from_map(ends) or {}) if ends else {}
+
+
+def unpublished(lost: Sequence[LostRange], published: Mapping[Partition, int]) -> list[LostRange]:
+    """The part of each lost range the mirror had not published; a range it had published entirely is dropped.
+
+    A batch the ledger committed and Spark did not (the job died between the two) is read again by Spark, but its
+    records are in the landing zone already: losing them from Kafka loses nothing, Spark only needs moving past.
+    """
+    out = []
+    for r in lost:
+        done = published.get(Partition(r.topic, r.partition), r.first)
+        if done <= r.first:
+            out.append(r)
+        elif r.last is None or done <= r.last:
+            out.append(replace(r, first=done))
+    return out
 
 
 def table_of(topic: str, state: LedgerState, mirror: MirrorSettings) -> str | None:
@@ -136,8 +155,9 @@ def heal_data_loss(
     lost = check(expected, subscribed).lost
     if not lost:
         return ()
-    gaps = gaps_for(lost, ledger.state, mirror, now)
-    if mirror.on_data_lost == "stop":
+    needed = unpublished(lost, published_offsets(ledger.state))
+    gaps = gaps_for(needed, ledger.state, mirror, now)
+    if gaps and mirror.on_data_lost == "stop":
         raise SourceDataLost(stop_message(gaps))
     new = [g for g in gaps if not ledger.state.has_gap(g.topic, g.partition, g.first)]
     if new:
@@ -147,7 +167,8 @@ def heal_data_loss(
             metrics.DATA_LOST.labels(table=gap.table).inc()
         what = f"rebuilding table {gap.table}" if gap.table else "it carries no table: read on past it"
         log.warning("Kafka no longer holds %s (%s): %s", gap.describe(), gap.kind, what)
-    resume_from_ledger(ledger, spark, landing, past_gaps=offsets_past(lost))
+    # Partitions whose lost records were all published resume at the ledger's end offsets, past them too.
+    resume_from_ledger(ledger, spark, landing, past_gaps=offsets_past(needed))
     return gaps
 
 

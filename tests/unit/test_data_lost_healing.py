@@ -205,12 +205,15 @@ def test_gap_records_of_a_newer_format_are_refused() -> None:
 # -- expected offsets ----------------------------------------------------------------------------------------------
 
 
-def test_expected_offsets_are_the_newest_published_of_ledger_and_spark(tmp_path: Path) -> None:
+def test_expected_offsets_are_where_spark_reads_next(tmp_path: Path) -> None:
     state = ledger_state(ends={CUSTOMERS_TOPIC: {"0": 100}, ORDERS_TOPIC: {"0": 50}})
-    # Spark committed one batch less than the ledger (a crash between the two commits).
+    # Spark committed one batch less than the ledger (a crash between the two commits): it re-reads from 90.
     spark = write_spark_checkpoint(tmp_path / "spark", 3, {CUSTOMERS_TOPIC: {"0": 90}, ORDERS_TOPIC: {"0": 50}})
-    assert expected_offsets(state, spark) == {Partition(CUSTOMERS_TOPIC, 0): 100, Partition(ORDERS_TOPIC, 0): 50}
-    assert expected_offsets(LedgerState(), SparkCheckpoint(tmp_path / "none")) is None  # a first start
+    assert expected_offsets(state, spark) == {Partition(CUSTOMERS_TOPIC, 0): 90, Partition(ORDERS_TOPIC, 0): 50}
+    # Spark's folder gone (moved aside when the job died): the ledger's end offsets.
+    gone = SparkCheckpoint(tmp_path / "none")
+    assert expected_offsets(state, gone) == {Partition(CUSTOMERS_TOPIC, 0): 100, Partition(ORDERS_TOPIC, 0): 50}
+    assert expected_offsets(LedgerState(), gone) is None  # a first start
 
 
 def test_a_resume_under_way_expects_its_own_offsets(tmp_path: Path) -> None:
@@ -388,3 +391,36 @@ def test_a_rebuilding_table_shows_the_gap_as_its_reason(tmp_path: Path, capsys: 
     tables_command(checkpoint, as_json=False)
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("public.customers"))
     assert "state=rebuilding:deleting" in line and f"reason=data lost at {CUSTOMERS_TOPIC}[0]@100..949" in line
+
+
+def test_records_the_ledger_published_before_spark_committed_are_no_gap(tmp_path: Path) -> None:
+    """Killed between the ledger's commit of batch 5 and Spark's: Spark would re-read 100..119, now gone."""
+    checkpoint = LocalStorage(tmp_path / "cp")
+    ledger = BatchLedger(checkpoint)
+    ledger.commit_state(ledger_state(batch_id=5, ends={CUSTOMERS_TOPIC: {"0": 120}, ITEMS_TOPIC: {"0": 70}}))
+    spark = write_spark_checkpoint(tmp_path / "cp" / "spark", 4, {CUSTOMERS_TOPIC: {"0": 100}, ITEMS_TOPIC: {"0": 70}})
+    (spark.folder / "offsets" / "5").write_text(
+        'v1\n{}\n{"shop.public.customers":{"0":120},"shop.public.items":{"0":70}}'
+    )
+    published = LostRange(CUSTOMERS_TOPIC, 0, 100, 114, "retention", 115)
+    assert (
+        heal_data_loss(
+            ledger, spark, LocalStorage(tmp_path / "lz"), MirrorSettings(), Brokers(published), subscribed=(), now=NOW
+        )
+        == ()
+    )
+    assert ledger.state.tables["public.customers"].lifecycle.phase is Phase.RUNNING
+    assert orjson.loads(ledger.state.resume_offsets or "") == {CUSTOMERS_TOPIC: {"0": 120}, ITEMS_TOPIC: {"0": 70}}
+    # Lost beyond what the ledger published: only that part is a gap.
+    partly = LostRange(ITEMS_TOPIC, 0, 60, 79, "retention", 80)
+    ledger.commit_state(ledger_state(batch_id=5, ends={ITEMS_TOPIC: {"0": 70}}))
+    gaps = heal_data_loss(
+        ledger,
+        SparkCheckpoint(tmp_path / "none"),
+        LocalStorage(tmp_path / "lz"),
+        MirrorSettings(),
+        Brokers(partly),
+        subscribed=(),
+        now=NOW,
+    )
+    assert [g.describe() for g in gaps] == [f"{ITEMS_TOPIC}[0]@70..79"]
