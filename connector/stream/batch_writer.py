@@ -188,6 +188,7 @@ class BatchWriter:
         metrics.set_table_states(self.sink)
         self.health.set(True, "running")
         for table, reason in result.stopped.items():
-            log.error("table %s stopped: %s", table, reason)
+            if result.schema_changes.get(table, ("", ""))[1] != "rebuild":  # a rebuild's decision is logged already
+                log.error("table %s stopped: %s", table, reason)
         now = time.monotonic()
         log.info("%s", result.event_line(collect_s=collected - started, duration_s=now - started))

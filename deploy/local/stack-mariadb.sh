@@ -297,9 +297,11 @@ prepare_connector() { # prepare_connector CONVERTER
 }
 
 # The tables' topics, and the schema change topic (named topic.prefix): the connector acts on a DDL when it is read.
+# Anchored: Spark's subscribePattern finds the pattern anywhere in a topic name, and the bare prefix would also
+# take the heartbeat, signal and schema history topics.
 topics_regex() {
   local prefix=${TOPIC_PREFIX//./\\.}
-  echo "${prefix}(\\.${DB_NAME}\\..*)?"
+  echo "^${prefix}(\\.${DB_NAME}\\..*)?\$"
 }
 
 # Create the signalling table (Debezium's layout: id, type, data) unless it exists.

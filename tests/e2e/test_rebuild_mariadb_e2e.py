@@ -155,8 +155,9 @@ def test_mariadb_schema_changes_mirror_exactly_with_default_settings_and_a_kill_
     prefix = mariadb_stack["topic_prefix"]
     config = tmp_path / "config.yaml"
     config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")  # no Fabric status here: wait 3 s, not 300
-    # The tables' topics, and the schema change topic (named by the topic prefix), as the stack's topics regex has.
-    connector = Connector(mariadb_stack, tmp_path, config, rf"{prefix}(\.mirror\.sc_.*)?")
+    # The tables' topics, and the schema change topic (named by the topic prefix), as the stack's topics regex has;
+    # anchored, since Spark's subscribePattern finds a pattern anywhere in a topic's name.
+    connector = Connector(mariadb_stack, tmp_path, config, rf"^{prefix}(\.mirror\.sc_.*)?$")
     rng = random.Random(36)
     try:
         create_schema_change_tables(mariadb)
