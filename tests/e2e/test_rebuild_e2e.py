@@ -215,6 +215,17 @@ def wait_until_mirror_equals_source(
     pytest.fail("mirror != source:\n" + "\n".join(r.line() + "\n" + "\n".join(r.examples) for r in reports if not r.ok))
 
 
+def wait_until_tables_exact(source_url: str, landing: Path, ids: list[str]) -> None:
+    """Until ``verify`` finds each of ``ids`` exact (rows and columns) with as many rows as the source."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        reports = verify(source_url, str(landing), ids)
+        if all(r.ok and r.source_rows == r.mirror_rows for r in reports) and len(reports) == len(ids):
+            return
+        assert time.monotonic() < deadline, "\n".join(r.line() + "\n" + "\n".join(r.examples) for r in reports)
+        time.sleep(3)
+
+
 class Writer:
     """Writes to both tables in a thread, recording when each statement committed (epoch ms)."""
 
@@ -428,13 +439,7 @@ def test_schema_changes_mirror_exactly_with_default_settings_and_a_kill_9(
                 connector.wait_for("snapshot request", lambda t: t.lifecycle.phase == "snapshot-requested", tid)
             connector.wait_for("snapshot request", lambda t: t.lifecycle.phase == "snapshot-requested", ids[5])
         wait_for_watermark(postgres_source(stack))
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            reports = verify(stack["postgres"], str(tmp_path / "lz"), ids)
-            if all(r.ok and r.source_rows == r.mirror_rows for r in reports) and len(reports) == len(ids):
-                break
-            assert time.monotonic() < deadline, "\n".join(r.line() + "\n" + "\n".join(r.examples) for r in reports)
-            time.sleep(3)
+        wait_until_tables_exact(stack["postgres"], tmp_path / "lz", ids)
         assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
     finally:
         connector.kill_if_running()

@@ -17,12 +17,18 @@ from typing import Any
 
 import pytest
 
-from connector.oracle.verify import verify
 from connector.publish.ledger import BatchLedger
 from connector.publish.lifecycle import Phase
 from connector.storage import LocalStorage
 from tests.e2e.mirror_source import mariadb_source, wait_for_watermark
-from tests.e2e.test_rebuild_e2e import WAIT_S, Connector, Notifications, now_ms, write_config
+from tests.e2e.test_rebuild_e2e import (
+    WAIT_S,
+    Connector,
+    Notifications,
+    now_ms,
+    wait_until_tables_exact,
+    write_config,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -76,13 +82,7 @@ def test_mariadb_type_change_is_rebuilt_through_an_incremental_snapshot(
         started = notifications.incremental("STARTED", before)
         assert started is not None
         wait_for_watermark(mariadb_source(mariadb_stack, mariadb))
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            reports = verify(mariadb_stack["mariadb"], str(tmp_path / "lz"), [table_id, f"mirror.{OTHER}"])
-            if len(reports) == 2 and all(r.ok and r.source_rows == r.mirror_rows for r in reports):
-                break
-            assert time.monotonic() < deadline, "\n".join(r.line() + "\n" + "\n".join(r.examples) for r in reports)
-            time.sleep(3)
+        wait_until_tables_exact(mariadb_stack["mariadb"], tmp_path / "lz", [table_id, f"mirror.{OTHER}"])
         assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
     finally:
         connector.kill_if_running()
@@ -176,13 +176,7 @@ def test_mariadb_schema_changes_mirror_exactly_with_default_settings_and_a_kill_
         for tid in ("mirror.sc_default", "mirror.sc_untouched", "mirror.sc_drop", "mirror.sc_rename", "mirror.sc_type"):
             connector.wait_for("snapshot request", lambda t: t.lifecycle.phase == "snapshot-requested", tid)
         wait_for_watermark(mariadb_source(mariadb_stack, mariadb))
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            reports = verify(mariadb_stack["mariadb"], str(tmp_path / "lz"), ids)
-            if all(r.ok and r.source_rows == r.mirror_rows for r in reports) and len(reports) == len(ids):
-                break
-            assert time.monotonic() < deadline, "\n".join(r.line() + "\n" + "\n".join(r.examples) for r in reports)
-            time.sleep(3)
+        wait_until_tables_exact(mariadb_stack["mariadb"], tmp_path / "lz", ids)
         assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
     finally:
         connector.kill_if_running()
