@@ -451,3 +451,65 @@ def test_schema_changes_mirror_exactly_with_default_settings_and_a_kill_9(
     log = connector.log()
     assert "table public.sc_rename: schema change column_removed (-label +title): rebuild" in log
     assert "Traceback" not in log
+
+
+# -- records gone from Kafka (issue 32): the table they carried is rebuilt, the others never stop -----------------
+
+DATA_LOSS_TABLES = ("dl_lost", "dl_kept", "dl_kept2")
+
+
+def test_records_gone_from_kafka_rebuild_their_table_through_a_real_snapshot(
+    stack: dict[str, str], tmp_path: Path
+) -> None:
+    """The connector is down while three tables change; the unread records of one table's topic are deleted (as
+    retention would). The restart records the gap and begins that table's rebuild, and is SIGKILLed right after
+    that commit (before Spark moved past the gap); the next start goes on: the table is re-read through a real
+    incremental snapshot, the two others publish their changes and never stop, and verify finds all three exact."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    ids = [f"public.{t}" for t in DATA_LOSS_TABLES]
+    config = tmp_path / "config.yaml"
+    config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")
+    connector = Connector(stack, tmp_path, config, r"dbserver1\.public\.dl_.*")
+    try:
+        with psycopg.connect(stack["postgres"], autocommit=True) as conn:
+            for table in DATA_LOSS_TABLES:
+                conn.execute(f"CREATE TABLE public.{table} (id int PRIMARY KEY, v text)")
+                conn.execute(f"INSERT INTO public.{table} SELECT g, 'v' || g FROM generate_series(1, 200) g")
+            connector.start()
+            for tid in ids:
+                connector.wait_for("initial rows", lambda t: t.rows_published >= 200, tid)
+            assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
+            for table in DATA_LOSS_TABLES:  # changes the stopped connector has not read
+                conn.execute(f"UPDATE public.{table} SET v = v || '+' WHERE id <= 150")
+        wait_for_watermark(postgres_source(stack))
+        topic = "dbserver1.public.dl_lost"
+        admin = AdminClient({"bootstrap.servers": stack["bootstrap.servers"]})
+        end = Consumer({"bootstrap.servers": stack["bootstrap.servers"], "group.id": f"end-{uuid.uuid4().hex}"})
+        _, high = end.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        end.close()
+        for future in admin.delete_records([TopicPartition(topic, 0, high)], request_timeout=30).values():
+            future.result()
+        # Killed right after the ledger recorded the gap and began the rebuild.
+        connector.command[1:3] = ["-m", "tests.support.crash_after_gap"]
+        connector.start()
+        assert connector.process is not None and connector.process.wait(timeout=600) == -signal.SIGKILL
+        connector.command[1:3] = ["-m", "connector"]
+        connector.start()
+        connector.wait_for("snapshot request", lambda t: t.lifecycle.phase == "snapshot-requested", ids[0])
+        with psycopg.connect(stack["postgres"], autocommit=True) as conn:
+            for table in DATA_LOSS_TABLES:
+                conn.execute(f"UPDATE public.{table} SET v = v || '!' WHERE id > 180")
+        wait_for_watermark(postgres_source(stack))
+        wait_until_tables_exact(stack["postgres"], tmp_path / "lz", ids)
+        assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
+    finally:
+        connector.kill_if_running()
+    state = BatchLedger(LocalStorage(tmp_path / "cp")).state
+    gaps = [(g.table, g.topic, g.kind) for g in state.data_gaps]
+    assert gaps == [("public.dl_lost", topic, "retention")], state.data_gaps
+    assert "data lost at" in (state.tables[ids[0]].lifecycle.reason or "")
+    for tid in ids[1:]:
+        assert state.tables[tid].lifecycle.phase == Phase.RUNNING
+        assert f"table {tid} stopped" not in connector.log()
