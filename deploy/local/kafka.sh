@@ -8,7 +8,8 @@
 #
 # Environment: STATE_DIR (default <repo>/.state/kafka), KAFKA_PORT (broker port; default a free
 # one), KAFKA_CONTROLLER_PORT, KAFKA_HEAP_OPTS (default -Xmx512m -Xms128m), JARS_DIR (passed to
-# fetch-jars.sh), KAFKA_START_TIMEOUT (seconds, default 90), JAVA (default java).
+# fetch-jars.sh), KAFKA_START_TIMEOUT (seconds, default 90), JAVA (default java), LOCAL_JAVA_OPTS (more
+# options for every JVM of deploy/local, none by default; the test suite sets -XX:TieredStopAtLevel=1).
 # Everything except the bootstrap line goes to stderr.
 set -euo pipefail
 
@@ -157,13 +158,15 @@ cmd_start() {
 
   local classpath="$KAFKA_JARS/*"
   local -a jvm_opts
+  local -a local_opts
   read -r -a jvm_opts <<<"${KAFKA_HEAP_OPTS:--Xmx512m -Xms128m}"
-  jvm_opts+=(-XX:+UseG1GC -Djava.awt.headless=true
+  read -r -a local_opts <<<"${LOCAL_JAVA_OPTS:-}"
+  jvm_opts+=(-XX:+UseG1GC -Djava.awt.headless=true "${local_opts[@]}"
     "-Dlog4j2.configurationFile=$LOG4J_CONFIG")
 
   if [[ ! -f $DATA_DIR/meta.properties ]]; then
     local cluster_id
-    cluster_id=$("$JAVA" -cp "$classpath" kafka.tools.StorageTool random-uuid 2>>"$LOG_FILE")
+    cluster_id=$("$JAVA" "${local_opts[@]}" -cp "$classpath" kafka.tools.StorageTool random-uuid 2>>"$LOG_FILE")
     log "formatting storage (cluster id $cluster_id)"
     if ! "$JAVA" "${jvm_opts[@]}" -cp "$classpath" kafka.tools.StorageTool format \
         -t "$cluster_id" -c "$CONFIG" >>"$LOG_FILE" 2>&1; then

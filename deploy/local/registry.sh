@@ -22,7 +22,8 @@
 #
 # Environment (defaults): STATE_DIR (<repo>/.state/registry: pid, port, log, h2/), REGISTRY_PORT (a free
 # one, kept across restarts when still free), REGISTRY_STORAGE (memory | file), REGISTRY_HEAP (384m),
-# REGISTRY_START_TIMEOUT (120 seconds), JARS_DIR (<repo>/.cache/jars), JAVA (java; 11 or newer).
+# REGISTRY_START_TIMEOUT (120 seconds), JARS_DIR (<repo>/.cache/jars), JAVA (java; 11 or newer), LOCAL_JAVA_OPTS
+# (more JVM options, none by default; see kafka.sh).
 # Everything except the printed lines goes to stderr.
 set -euo pipefail
 
@@ -110,7 +111,8 @@ cmd_start() {
   fi
   jar=$(runner_jar) || { log "no apicurio-registry-app-*-runner.jar in $REGISTRY_JARS"; return 1; }
   mkdir -p "$STATE_DIR"
-  local -a storage_opts=()
+  local -a storage_opts=() local_opts
+  read -r -a local_opts <<<"${LOCAL_JAVA_OPTS:-}"
   case $STORAGE in
     memory) ;; # the app's default: jdbc:h2:mem:registry_db
     file) storage_opts=("-Dquarkus.datasource.jdbc.url=jdbc:h2:file:$STATE_DIR/h2/registry") ;;
@@ -136,7 +138,7 @@ cmd_start() {
   # setsid: the registry outlives this script's session (a terminal's Ctrl-C, pytest's process group).
   (
     cd "$STATE_DIR"
-    exec setsid "$JAVA" "-Xmx$HEAP" -Xms64m -XX:+UseSerialGC -Djava.awt.headless=true "$MARKER" \
+    exec setsid "$JAVA" "-Xmx$HEAP" -Xms64m -XX:+UseSerialGC -Djava.awt.headless=true "${local_opts[@]}" "$MARKER" \
       -Dquarkus.http.host=127.0.0.1 "-Dquarkus.http.port=$port" -Dquarkus.profile=prod \
       -Dquarkus.banner.enabled=false "${storage_opts[@]}" \
       -jar "$jar" </dev/null >>"$LOG_FILE" 2>&1

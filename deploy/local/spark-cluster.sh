@@ -13,7 +13,8 @@
 # 1), WORKER_MEMORY (default 1g: room for one executor with Spark's default spark.executor.memory of 1g),
 # SPARK_MASTER_PORT / SPARK_MASTER_WEBUI_PORT (default free ones), SPARK_DAEMON_HEAP (master and worker JVMs,
 # default 256m), PYTHON (default <repo>/.venv/bin/python: its pyspark supplies the jars, and executors run it
-# as PYSPARK_PYTHON), SPARK_CLUSTER_START_TIMEOUT (seconds, default 90), JAVA (default java).
+# as PYSPARK_PYTHON), SPARK_CLUSTER_START_TIMEOUT (seconds, default 90), JAVA (default java), LOCAL_JAVA_OPTS
+# (more options for the master and worker JVMs, none by default; see kafka.sh).
 # Executors are children of their worker and inherit its environment (plus the application's
 # spark.executorEnv.*): start the cluster with the landing zone's identity (AZURE_*) in the environment, or
 # give it to the application as spark.executorEnv settings.
@@ -112,9 +113,11 @@ print_log_tail() {
 # Start a daemon JVM ($1 = log file, $2 = pid file, the rest = class and arguments) in the background.
 start_daemon() {
   local log_file=$1 pid_file=$2
+  local -a local_opts
+  read -r -a local_opts <<<"${LOCAL_JAVA_OPTS:-}"
   shift 2
   SPARK_HOME=$home SPARK_SCALA_VERSION=$scala PYSPARK_PYTHON=$PYTHON SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=127.0.0.1 \
-    setsid "$JAVA" "-Xmx$DAEMON_HEAP" -Djava.awt.headless=true "-Dspark.cluster.state=$STATE_DIR" \
+    setsid "$JAVA" "-Xmx$DAEMON_HEAP" -Djava.awt.headless=true "${local_opts[@]}" "-Dspark.cluster.state=$STATE_DIR" \
     -cp "$home/jars/*" "$@" </dev/null >>"$log_file" 2>&1 &
   echo "$!" >"$pid_file"
 }

@@ -164,6 +164,10 @@ listeners=http://127.0.0.1:$port
 rest.advertised.host.name=127.0.0.1
 rest.advertised.port=$port
 topic.creation.enable=true
+# Every plugin on the classpath (Kafka's, Debezium's, Apicurio's converter) ships ServiceLoader manifests: find
+# them that way only. The default (hybrid_warn) also scans every class of every jar by reflection, 5-15 s of
+# CPU at each worker start (the worker's own log says so and suggests this setting).
+plugin.discovery=service_load
 # A worker killed with -9 comes back as a new member: hand its connector over at once, not after 5 min.
 scheduled.rebalance.max.delay.ms=0
 session.timeout.ms=6000
@@ -189,6 +193,8 @@ EOF
 # Start the worker unless it runs with this broker and classpath (then keep it); wait for its REST API.
 connect_start() {
   local pid port cp
+  local -a local_opts
+  read -r -a local_opts <<<"${LOCAL_JAVA_OPTS:-}"
   cp=$(connect_classpath)
   if pid=$(connect_pid); then
     if ! grep -qx "bootstrap.servers=$BOOTSTRAP" "$CONNECT_CONFIG"; then
@@ -208,7 +214,7 @@ connect_start() {
   write_connect_config "$port"
   log "starting kafka connect (REST $(connect_url), heap $CONNECT_HEAP$CONNECT_DESC)"
   # setsid: the worker outlives this script's session (a terminal's Ctrl-C, pytest's process group).
-  setsid "$JAVA" "-Xmx$CONNECT_HEAP" -Xms128m -XX:+UseG1GC -Djava.awt.headless=true \
+  setsid "$JAVA" "-Xmx$CONNECT_HEAP" -Xms128m -XX:+UseG1GC -Djava.awt.headless=true "${local_opts[@]}" \
     "-Dlog4j2.configurationFile=$CONNECT_LOG4J" -cp "$cp" \
     org.apache.kafka.connect.cli.ConnectDistributed "$CONNECT_CONFIG" \
     </dev/null >>"$CONNECT_OUT" 2>&1 &

@@ -60,7 +60,7 @@
 # (mirror), MARIADB_DB (mirror), MARIADB_PORT / CONNECT_PORT (free ones, kept across restarts),
 # MARIADB_OS_USER (mysql; the account MariaDB runs as when this script runs as root), TOPIC_PREFIX
 # (mariadb1), CONNECTOR_NAME (mirror-source-mariadb), INCREMENTAL_SNAPSHOT_CHUNK_SIZE (100), CONNECT_HEAP (768m), CONNECT_OFFSET_FLUSH_MS (10000),
-# STACK_TIMEOUT (300 seconds per wait), JAVA (java), PYTHON (python3), CONVERTER (json; `up`'s converter when
+# STACK_TIMEOUT (300 seconds per wait), JAVA (java), LOCAL_JAVA_OPTS (see stack.sh), PYTHON (python3), CONVERTER (json; `up`'s converter when
 # no flag is given), REGISTRY_URL (for avro: the base URL http://HOST:PORT of a running Apicurio Registry 2.x;
 # unset = `up` starts one with deploy/local/registry.sh under $STATE_DIR/registry and `down` stops it).
 #

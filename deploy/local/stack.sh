@@ -62,7 +62,8 @@
 # account Postgres runs as when this script runs as root), TOPIC_PREFIX (dbserver1), CONNECTOR_NAME
 # (mirror-source), INCREMENTAL_SNAPSHOT_CHUNK_SIZE (100), CONNECT_HEAP (768m), CONNECT_OFFSET_FLUSH_MS (10000: how often Connect commits
 # source offsets; a restart re-sends what came after the last commit), STACK_TIMEOUT (300 seconds per
-# wait), JAVA (java), PYTHON (python3),
+# wait), JAVA (java), LOCAL_JAVA_OPTS (more options for every JVM: Kafka, Connect, the registry; see kafka.sh),
+# PYTHON (python3),
 # CONVERTER (json; `up`'s converter when no flag is given; avro = --avro), REGISTRY_URL (for avro: the
 # base URL http://HOST:PORT of a running Apicurio Registry 2.x; unset = `up` starts one with
 # deploy/local/registry.sh under $STATE_DIR/registry and `down` stops it).

@@ -1,9 +1,24 @@
-"""The full local stack (Postgres -> Debezium/Kafka Connect -> Kafka) from ``deploy/local/stack.sh``.
+"""The full local stacks (Postgres or MariaDB -> Debezium/Kafka Connect -> Kafka) from ``deploy/local/stack.sh``.
 
-``stack`` is module-scoped: each e2e test module gets a fresh stack in a temporary ``STATE_DIR``, with
-the workload schema and ``SNAPSHOT_ROWS`` rows per table loaded through ``--init-sql`` *before* the
-Debezium connector is registered, so those rows arrive as snapshot reads (``op=r``). ``down`` always
-runs when the module is done. Set ``E2E_KEEP_STATE=1`` to keep the state directory (logs) afterwards.
+Which stack fixture to take (every one yields ``stack.sh up``'s printed values plus ``state_dir``; every stack
+gets a temporary ``STATE_DIR`` and is always brought ``down``; ``E2E_KEEP_STATE=1`` keeps the state dirs, logs
+included). A stack start costs 15-60 s on this 2-core machine, so share one unless the test cannot:
+
+- ``shared_stack`` / ``shared_stack_ctl`` (session): Postgres, started once, for every test that keeps to tables
+  of its own: it creates them under names no other test uses, reads and mirrors only their topics (a regex over
+  its own tables, not ``topics``), with its own landing zone and checkpoint (``tmp_path``). New Postgres tests
+  (schema changes, ...) belong here.
+- ``mariadb_stack`` / ``mariadb_stack_ctl`` / ``mariadb`` (session): the MariaDB stack, on the same terms
+  (``test_rebuild_mariadb_e2e`` is the pattern: its own tables, a topics regex over them). The ``mirror_source``
+  tests of ``test_mariadb_e2e`` mirror every table of the stack, so they run first (module order) on it.
+- ``stack`` / ``stack_ctl`` (module): a fresh Postgres stack per module, for modules whose tests see every table
+  of the ``public`` schema (``test_stack``'s exact topic set, the ``mirror_source`` tests' and
+  ``test_rebuild_e2e``'s mirror of ``topics``): another module's tables would leak into them.
+- ``avro_stack`` (module), ``mariadb_avro_stack`` (module), ``registry`` (session): the Avro variants below.
+
+``stack`` and ``shared_stack`` hold the workload schema and ``SNAPSHOT_ROWS`` rows per table loaded through
+``--init-sql`` *before* the Debezium connector is registered, so those rows arrive as snapshot reads
+(``op=r``); ``mariadb_stack`` likewise with ``tests.e2e.workload_mariadb``.
 
 ``avro_stack`` is the same stack with Debezium's key and value in Avro (Apicurio's converter, Confluent wire
 format) against the real Apicurio Registry of the ``registry`` fixture (``deploy/local/registry.sh``), plus a
@@ -180,9 +195,32 @@ def stack_ctl(stack: dict[str, str]) -> StackCtl:
     return _ctl(Path(stack["state_dir"]))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
+def shared_stack() -> Iterator[dict[str, str]]:
+    """One Postgres stack for the whole session, shared by the tests that keep to tables of their own.
+
+    The same stack and values as ``stack`` (the workload schema and snapshot rows included), started once. A
+    test on it creates its own tables (names no other test uses), reads and mirrors only their topics (a
+    regex over its own tables, never ``topics``: other tests' tables are there, mid-DDL perhaps), and uses its
+    own landing zone and checkpoint (``tmp_path``). It leaves the workload tables and Kafka Connect as it found
+    them (``shared_stack_ctl("restart-debezium")`` is fine: it waits until Debezium streams again).
+    """
+    with _state_dir("e2e-shared-stack-") as state_dir, _stack_up(state_dir) as values:
+        yield values
+
+
+@pytest.fixture(scope="session")
+def shared_stack_ctl(shared_stack: dict[str, str]) -> StackCtl:
+    """Like ``stack_ctl``, for ``shared_stack``."""
+    return _ctl(Path(shared_stack["state_dir"]))
+
+
+@pytest.fixture(scope="session")
 def registry() -> Iterator[dict[str, str]]:
-    """A real Apicurio Registry (``deploy/local/registry.sh``, in-memory storage) for this module.
+    """A real Apicurio Registry (``deploy/local/registry.sh``, in-memory storage), once per session.
+
+    Shared by the Avro stacks (``avro_stack``, ``mariadb_avro_stack``): their subjects are their topics'
+    names, distinct per stack (topic prefixes ``dbserver1`` and ``mariadb1``).
 
     Returns ``registry.url`` (base), ``schema.registry.url`` (Confluent-compatible API: give it to
     ``SchemaRegistryClient``), ``apicurio.registry.url`` (Apicurio's own API) and ``state_dir``.

@@ -287,8 +287,8 @@ def incremental_snapshot_rebuilds_the_table(stack: dict[str, str], source: Sourc
     assert any(i.endswith("-open") for i in ids) and any(i.endswith("-close") for i in ids), sorted(ids)[:6]
 
 
-def test_postgres_incremental_snapshot_through_the_kafka_signal_channel(stack: dict[str, str]) -> None:
-    incremental_snapshot_rebuilds_the_table(stack, postgres_source(stack))
+def test_postgres_incremental_snapshot_through_the_kafka_signal_channel(shared_stack: dict[str, str]) -> None:
+    incremental_snapshot_rebuilds_the_table(shared_stack, postgres_source(shared_stack))
 
 
 def test_mariadb_incremental_snapshot_through_the_kafka_signal_channel(mariadb_stack: dict[str, str]) -> None:
