@@ -166,7 +166,12 @@ cmd_start() {
 
   if [[ ! -f $DATA_DIR/meta.properties ]]; then
     local cluster_id
-    cluster_id=$("$JAVA" "${local_opts[@]}" -cp "$classpath" kafka.tools.StorageTool random-uuid 2>>"$LOG_FILE")
+    # What `StorageTool random-uuid` prints (16 random bytes, URL-safe base64, unpadded; never starting with '-'),
+    # without starting a JVM for it.
+    cluster_id=-
+    while [[ $cluster_id == -* ]]; do
+      cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    done
     log "formatting storage (cluster id $cluster_id)"
     if ! "$JAVA" "${jvm_opts[@]}" -cp "$classpath" kafka.tools.StorageTool format \
         -t "$cluster_id" -c "$CONFIG" >>"$LOG_FILE" 2>&1; then
