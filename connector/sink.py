@@ -474,8 +474,13 @@ class MirrorSink:
         if files is None or files.shape is None:
             return table
         change = column_change(tid, table.source_columns, files.shape, self.mirror.schema_changes_for(table.topic))
-        table = replace(table, source_columns=files.shape.columns)
+        refreshed = table.ddl_refreshed
+        shown = files.shape.columns
+        table = replace(table, source_columns=shown, ddl_refreshed=tuple(c for c in refreshed if c not in shown))
         if change is None:
+            return table
+        if change.action == "refresh" and set(change.columns) <= set(refreshed):
+            log.info("table %s: columns %s were refreshed when their DDL was read", tid, ", ".join(change.columns))
             return table
         log_change(change)
         result.schema_changes[tid] = (change.kind, change.action)
@@ -484,22 +489,24 @@ class MirrorSink:
         return table
 
     def _follow_ddl(self, tid: str, table: TableState, shape: SourceShape, result: BatchResult) -> TableState:
-        """A table a DDL altered (MySQL/MariaDB's schema change topic), after its events of the batch if any.
+        """A table a DDL altered (MySQL/MariaDB's schema change topic): refreshed where existing rows gained a value.
 
-        Acting at DDL time heals a table that is altered and never changed again. Its later events show the same
-        columns, so they find nothing more to do.
+        No row event may ever show such a column (a table altered and left alone), so the DDL does that much. Only
+        that: the schema change topic is not ordered with the table's own topic, and a DDL may be read before events
+        older than it (a connector catching up). So its columns are not recorded, and every other change (a removal,
+        a nullable addition) waits for the table's events, which show it in their own order. A refresh is safe
+        whenever it comes: the snapshot's reads are upserts of the rows as they are now.
         """
         change = column_change(tid, table.source_columns, shape, self.mirror.schema_changes_for(table.topic))
-        table = replace(table, source_columns=shape.columns)
-        if change is None:
+        if change is None or change.action != "refresh":
             return table
+        new = tuple(c for c in change.columns if c not in table.ddl_refreshed)
+        if not new:
+            return table  # this DDL's refresh was begun already (the DDL read again after a restart)
         log_change(change)
         result.schema_changes[tid] = (change.kind, change.action)
-        if change.action == "rebuild":
-            return table.with_stop(change.reason, self.mirror, rebuild=True)
-        if change.action == "refresh":
-            return replace(table, lifecycle=table.lifecycle.begin_refresh(change.reason, now=time.time()))
-        return table
+        lifecycle = table.lifecycle.begin_refresh(change.reason, now=time.time())
+        return replace(table, lifecycle=lifecycle, ddl_refreshed=(*table.ddl_refreshed, *new))
 
     def _stopped(
         self, tid: str, table: TableState, reason: str, schema_kind: str | None, result: BatchResult

@@ -66,6 +66,9 @@ class TableState:
     # The source's row columns at the table's last published event (``publish.schema_changes``); ``None`` until
     # one is seen (and in a ledger written before they were recorded).
     source_columns: tuple[str, ...] | None = None
+    # Columns a refresh begun at DDL time (MySQL/MariaDB's schema change topic) re-reads: when the table's own events
+    # show them added, they need no second refresh.
+    ddl_refreshed: tuple[str, ...] = ()
 
     def with_stop(self, reason: str, mirror: MirrorSettings, *, rebuild: bool | None = None) -> TableState:
         """A copy stopped for ``reason``, or with its automatic rebuild begun (``Lifecycle.stop``)."""
@@ -345,6 +348,7 @@ def _table_from_json(raw: dict[str, Any]) -> TableState:
     fields["key_columns"] = tuple(raw.get("key_columns", ()))
     if raw.get("source_columns") is not None:
         fields["source_columns"] = tuple(raw["source_columns"])
+    fields["ddl_refreshed"] = tuple(raw.get("ddl_refreshed", ()))
     if "lifecycle" in raw:
         fields["lifecycle"] = Lifecycle.from_json(raw["lifecycle"])
     else:

@@ -39,6 +39,7 @@ class SchemaChange:
     kind: ChangeKind
     action: Action
     detail: str  # before → after, for the log line and ``tables``
+    columns: tuple[str, ...] = ()  # the columns that decided it: removed ones, or added ones existing rows may fill
 
     @property
     def reason(self) -> str:
@@ -61,14 +62,15 @@ def column_change(
     if removed:
         detail = _detail(removed, added)
         action: Action = "rebuild" if policy.column_removed == "rebuild" else "keep"
-        return SchemaChange(table, "column_removed", action, detail)
+        return SchemaChange(table, "column_removed", action, detail, tuple(removed))
     if not added:
         return None  # the same columns in another order: Fabric matches columns by name
     filled = [c for c in added if c not in shape.unfilled]
     if not filled:
         return SchemaChange(table, "column_added", "union", f"+{', +'.join(added)} (nullable, no default)")
     action = "refresh" if policy.column_added == "refresh" else "union"
-    return SchemaChange(table, "column_added", action, f"+{', +'.join(added)} (existing rows may hold a value)")
+    detail = f"+{', +'.join(added)} (existing rows may hold a value)"
+    return SchemaChange(table, "column_added", action, detail, tuple(filled))
 
 
 def stop_action(table: str, kind: str, reason: str, policy: SchemaChangeSettings) -> SchemaChange:

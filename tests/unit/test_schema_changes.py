@@ -310,24 +310,51 @@ def test_a_ddl_adding_a_defaulted_column_refreshes_a_table_no_row_changes(
     result = source.sink.process_batch(1, [ddl])
     assert result.schema_changes == {TABLE: ("column_added", "refresh")} and source.phase is Phase.REFRESH_PENDING
     assert result.skipped.by_kind == {"schema_change": 1}
-    assert source.sink.ledger.state.tables[TABLE].source_columns == ("id", "label", "qty", "region")
+    table = source.sink.ledger.state.tables[TABLE]
+    assert table.source_columns == ("id", "label", "qty") and table.ddl_refreshed == ("region",)
+    # The same DDL read again (a restart before the next commit of its offsets) begins nothing more.
+    assert source.sink.process_batch(2, [ddl]).schema_changes == {}
 
 
-def test_a_ddl_dropping_a_column_rebuilds_and_a_nullable_add_is_unioned(
+def test_a_ddl_removal_or_nullable_addition_waits_for_the_tables_own_events(
     tmp_path: Path, registry: RegistryDouble
 ) -> None:
+    """The schema change topic is not ordered with the table's topic: only a refresh is safe at any time."""
     source = started(tmp_path / "add", "json", registry)
     note = {"name": "note", "optional": True, "hasDefaultValue": False}
     result = source.sink.process_batch(1, [ddl_record(source, "ALTER TABLE items ADD note text", [*BASE_DDL, note])])
-    assert result.schema_changes == {TABLE: ("column_added", "union")} and source.phase is Phase.RUNNING
-    # The rows that follow the DDL show the same columns: nothing more to do.
+    assert result.schema_changes == {} and source.phase is Phase.RUNNING
     source.topic.columns = [*BASE, field("note", "string")]
     source.batch = 2
-    assert source.publish({"id": 1, "label": "a", "qty": 1, "note": "n"}).schema_changes == {}
+    assert source.publish({"id": 1, "label": "a", "qty": 1, "note": "n"}).schema_changes == {
+        TABLE: ("column_added", "union")
+    }
 
     dropped = started(tmp_path / "drop", "json", registry)
     result = dropped.sink.process_batch(1, [ddl_record(dropped, "ALTER TABLE items DROP qty", BASE_DDL[:2])])
-    assert result.schema_changes == {TABLE: ("column_removed", "rebuild")} and dropped.phase is Phase.DELETING
+    assert result.schema_changes == {} and dropped.phase is Phase.RUNNING
+    dropped.topic.columns = [BASE[0], BASE[1]]
+    dropped.batch = 2
+    assert dropped.publish({"id": 1, "label": "z"}).schema_changes == {TABLE: ("column_removed", "rebuild")}
+
+
+def test_a_ddl_read_before_older_events_refreshes_once_and_rebuilds_nothing(
+    tmp_path: Path, registry: RegistryDouble
+) -> None:
+    """A connector catching up reads the DDL (one small topic) before the table's events that preceded it."""
+    source = started(tmp_path, "json", registry)
+    region = {"name": "region", "optional": False, "hasDefaultValue": True}
+    ddl = ddl_record(source, "ALTER TABLE items ADD region …", [*BASE_DDL, region])
+    assert source.sink.process_batch(1, [ddl]).schema_changes == {TABLE: ("column_added", "refresh")}
+    source.batch = 2
+    # Events from before the DDL, in the old shape: no removal, nothing rebuilt.
+    assert source.publish({"id": 2, "label": "old", "qty": 2}).schema_changes == {}
+    # The first events after it show the column: already refreshed, so no second read of the table.
+    source.topic.columns = [*BASE, {"field": "region", "type": "string", "optional": False, "default": "EU"}]
+    assert source.publish({"id": 1, "label": "a", "qty": 1, "region": "EU"}).schema_changes == {}
+    table = source.sink.ledger.state.tables[TABLE]
+    assert table.source_columns == ("id", "label", "qty", "region") and table.ddl_refreshed == ()
+    assert source.phase is Phase.SNAPSHOT_REQUESTED and source.signals.sent == [(TABLE, TOPIC)]  # one read
 
 
 def test_a_ddl_and_the_rows_after_it_in_one_batch_are_one_change(tmp_path: Path, registry: RegistryDouble) -> None:
