@@ -195,6 +195,7 @@ def set_table_states(sink: TableStates) -> None:
     for table in sink.table_ids:
         TABLE_STOPPED.labels(table).set(1 if table in stopped else 0)
         TABLE_REBUILDING.labels(table).set(1 if table in rebuilding else 0)
+        DATA_LOST.labels(table)  # 0 until a gap is recorded: the series exists, so its increase() is exact
     TABLES_STOPPED.set(len(stopped))
 
 

@@ -142,6 +142,9 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
         else:
             pytest.fail("no committed batches scraped:\n" + (tmp_path / "connector.log").read_text()[-3000:])
         produce(kafka_bootstrap, workload.records(300))  # more traffic so rates over the window are non-zero
+        # A nullable column added to a table (union: no snapshot needed), so cdc_mirror_schema_changes_total exists.
+        loaded.columns = [*loaded.columns, field("note", "string")]
+        produce(kafka_bootstrap, [loaded.record("u", None, {"id": 1, "name": "row 1", "note": "added"})])
         time.sleep(20)
         # A trailing comparison ("... == 1") filters a healthy connector's series away: query what it compares.
         empty = [
