@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -98,7 +99,13 @@ def test_the_quick_start_runs_from_the_installed_wheel(wheel: Path, tmp_path: Pa
 
     def connector(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(python), "-m", "connector", *args], cwd=work, capture_output=True, text=True, timeout=600
+            [str(python), "-m", "connector", *args],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            # No metrics endpoint: port 9464 may be another process's on a shared machine (a run failed on it).
+            env={**os.environ, "CONNECTOR_METRICS__PORT": "0"},
         )
 
     where = subprocess.run(

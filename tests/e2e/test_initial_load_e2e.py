@@ -61,7 +61,7 @@ def test_debezium_killed_mid_snapshot_rebuilds_the_table_and_ends_exact(source: 
         run = subprocess.Popen(
             [sys.executable, "-m", "connector", "run", "--config", str(config),
              "--bootstrap-servers", values["bootstrap.servers"], "--topics", values["topics"],
-             "--landing-zone", str(landing), "--checkpoint", str(checkpoint), "--trigger", "2s"],
+             "--landing-zone", str(landing), "--checkpoint", str(checkpoint), "--trigger", "2s", "--metrics-port", "0"],
             cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         time.sleep(20)  # changes while the connector publishes the initial load
