@@ -178,6 +178,12 @@ def busy_executor(cluster: SparkCluster, worker: int, driver: Driver, tmp: Path)
     return (pid, tasks) if tasks else None
 
 
+def spark_log(tmp_path: Path) -> str:
+    """Spark's own ERROR lines, which the connector writes to ``<checkpoint>/logs/spark.log`` (not the console)."""
+    logs = tmp_path / "cp" / "logs"
+    return "".join(p.read_text(errors="replace") for p in sorted(logs.glob("spark.log*"))) if logs.is_dir() else ""
+
+
 def test_executors_write_the_staged_files_and_the_mirror_is_exact(
     spark_cluster: SparkCluster, kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -223,7 +229,7 @@ def test_a_worker_killed_mid_batch_and_started_again_gives_an_exact_mirror(
     assert executor in killed
     spark_cluster.restart_missing_workers()  # the master gives the application an executor on it again
     assert driver.wait() == 0, driver.output()[-4000:]
-    output = driver.output()
+    output = driver.output() + spark_log(tmp_path)
     assert "Lost executor" in output, output[-4000:]
     # The kill hit a running task: a later attempt of it ran on another executor.
     assert [t for t in tasks if not spark_cluster.retried(t)] == []
@@ -246,7 +252,7 @@ def test_an_executor_killed_mid_batch_has_its_tasks_retried_and_the_mirror_is_ex
     )
     spark_cluster.kill_executor(executor)  # the worker stays and launches a new executor for the application
     assert driver.wait() == 0, driver.output()[-4000:]
-    output = driver.output()
+    output = driver.output() + spark_log(tmp_path)
     assert "Lost executor" in output, output[-4000:]
     assert [t for t in tasks if not spark_cluster.retried(t)] == []  # Spark ran the killed task again
     assert_exact_and_clean(tmp_path, workload)
