@@ -458,6 +458,27 @@ def test_schema_changes_mirror_exactly_with_default_settings_and_a_kill_9(
 DATA_LOSS_TABLES = ("dl_lost", "dl_kept", "dl_kept2")
 
 
+def mirrored_then_stopped(
+    stack: dict[str, str], tmp_path: Path, conn: psycopg.Connection[Any], ids: list[str], topics: str
+) -> Connector:
+    """Tables ``ids`` of 200 rows, mirrored by a connector (``rebuild.wait_s`` 3) that is then stopped gracefully."""
+    config = tmp_path / "config.yaml"
+    config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")
+    connector = Connector(stack, tmp_path, config, topics)
+    for tid in ids:
+        conn.execute(f"CREATE TABLE {tid} (id int PRIMARY KEY, v text)")
+        conn.execute(f"INSERT INTO {tid} SELECT g, 'v' || g FROM generate_series(1, 200) g")
+    connector.start()
+    try:
+        for tid in ids:
+            connector.wait_for("initial rows", lambda t: t.rows_published >= 200, tid)
+        assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
+    except BaseException:
+        connector.kill_if_running()
+        raise
+    return connector
+
+
 def test_records_gone_from_kafka_rebuild_their_table_through_a_real_snapshot(
     stack: dict[str, str], tmp_path: Path
 ) -> None:
@@ -469,20 +490,11 @@ def test_records_gone_from_kafka_rebuild_their_table_through_a_real_snapshot(
     from confluent_kafka.admin import AdminClient
 
     ids = [f"public.{t}" for t in DATA_LOSS_TABLES]
-    config = tmp_path / "config.yaml"
-    config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")
-    connector = Connector(stack, tmp_path, config, r"dbserver1\.public\.dl_.*")
+    with psycopg.connect(stack["postgres"], autocommit=True) as conn:
+        connector = mirrored_then_stopped(stack, tmp_path, conn, ids, r"dbserver1\.public\.dl_.*")
+        for tid in ids:  # changes the stopped connector has not read
+            conn.execute(f"UPDATE {tid} SET v = v || '+' WHERE id <= 150")
     try:
-        with psycopg.connect(stack["postgres"], autocommit=True) as conn:
-            for table in DATA_LOSS_TABLES:
-                conn.execute(f"CREATE TABLE public.{table} (id int PRIMARY KEY, v text)")
-                conn.execute(f"INSERT INTO public.{table} SELECT g, 'v' || g FROM generate_series(1, 200) g")
-            connector.start()
-            for tid in ids:
-                connector.wait_for("initial rows", lambda t: t.rows_published >= 200, tid)
-            assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
-            for table in DATA_LOSS_TABLES:  # changes the stopped connector has not read
-                conn.execute(f"UPDATE public.{table} SET v = v || '+' WHERE id <= 150")
         wait_for_watermark(postgres_source(stack))
         topic = "dbserver1.public.dl_lost"
         admin = AdminClient({"bootstrap.servers": stack["bootstrap.servers"]})
@@ -522,18 +534,10 @@ def test_a_topic_deleted_and_created_again_rebuilds_its_table(stack: dict[str, s
     from confluent_kafka.admin import AdminClient
 
     ids = ["public.dr_gone", "public.dr_kept"]
-    config = tmp_path / "config.yaml"
-    config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")
-    connector = Connector(stack, tmp_path, config, r"dbserver1\.public\.dr_.*")
+    with psycopg.connect(stack["postgres"], autocommit=True) as conn:
+        connector = mirrored_then_stopped(stack, tmp_path, conn, ids, r"dbserver1\.public\.dr_.*")
     try:
         with psycopg.connect(stack["postgres"], autocommit=True) as conn:
-            for tid in ids:
-                conn.execute(f"CREATE TABLE {tid} (id int PRIMARY KEY, v text)")
-                conn.execute(f"INSERT INTO {tid} SELECT g, 'v' || g FROM generate_series(1, 200) g")
-            connector.start()
-            for tid in ids:
-                connector.wait_for("initial rows", lambda t: t.rows_published >= 200, tid)
-            assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
             topic = "dbserver1.public.dr_gone"
             admin = AdminClient({"bootstrap.servers": stack["bootstrap.servers"]})
             admin.delete_topics([topic], operation_timeout=60)[topic].result(timeout=60)
