@@ -256,14 +256,7 @@ class RestFabricStatus(FabricStatusReader):
         seen: set[str] = set()
         for _ in range(MAX_PAGES):
             params = {"continuationToken": continuation} if continuation else None
-            try:
-                response = self._client.post(self.location, params=params, headers=headers, content=b"")
-            except httpx.HTTPError as exc:
-                msg = f"{type(exc).__name__}: {_first_line(str(exc))}"
-                raise FabricStatusUnreadable(msg) from None
-            if response.status_code != 200:
-                raise FabricStatusUnreadable(_describe_refusal(response), response.status_code)
-            body = _json_object(response.content, "the answer")
+            body = self._post(self.location, headers, params)
             data = body.get("data")
             if not isinstance(data, list):
                 msg = "the answer has no 'data' list"
@@ -283,18 +276,22 @@ class RestFabricStatus(FabricStatusReader):
     def read_database(self) -> FabricDatabaseStatus:
         """``getMirroringStatus``, once."""
         headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json"}
+        body = self._post(self.database_location, headers)
+        status = body.get("status")
+        return FabricDatabaseStatus(
+            state=status if isinstance(status, str) and status else "Unknown", error=_error_text(body.get("error"))
+        )
+
+    def _post(self, url: str, headers: dict[str, str], params: dict[str, str] | None = None) -> dict[str, Any]:
+        """One status request's JSON object; a transport error, a refusal or a body that is no object is unreadable."""
         try:
-            response = self._client.post(self.database_location, headers=headers, content=b"")
+            response = self._client.post(url, params=params, headers=headers, content=b"")
         except httpx.HTTPError as exc:
             msg = f"{type(exc).__name__}: {_first_line(str(exc))}"
             raise FabricStatusUnreadable(msg) from None
         if response.status_code != 200:
             raise FabricStatusUnreadable(_describe_refusal(response), response.status_code)
-        body = _json_object(response.content, "the answer")
-        status = body.get("status")
-        return FabricDatabaseStatus(
-            state=status if isinstance(status, str) and status else "Unknown", error=_error_text(body.get("error"))
-        )
+        return _json_object(response.content, "the answer")
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
