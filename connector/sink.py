@@ -47,7 +47,7 @@ from connector.publish.publisher import (
     remove_orphans,
     table_folders,
 )
-from connector.publish.schema_changes import column_change, log_change, stop_action
+from connector.publish.schema_changes import SchemaChange, after_ddl, after_events, after_stop, column_change
 from connector.publish.source_identity import SourceClaim
 from connector.publish.source_offsets import check_batch
 from connector.publish.staging import stage_slice
@@ -470,43 +470,16 @@ class MirrorSink:
             return TableStopped(tid, str(exc))
 
     def _follow_columns(self, tid: str, files: TableFiles | None, table: TableState, result: BatchResult) -> TableState:
-        """The table's state after its published events' columns: recorded, and a refresh begun where one is due."""
+        """The table's state after its published events' columns (``schema_changes.after_events``)."""
         if files is None or files.shape is None:
             return table
-        change = column_change(tid, table.source_columns, files.shape, self.mirror.schema_changes_for(table.topic))
-        refreshed = table.ddl_refreshed
-        shown = files.shape.columns
-        table = replace(table, source_columns=shown, ddl_refreshed=tuple(c for c in refreshed if c not in shown))
-        if change is None:
-            return table
-        if change.action == "refresh" and set(change.columns) <= set(refreshed):
-            log.info("table %s: columns %s were refreshed when their DDL was read", tid, ", ".join(change.columns))
-            return table
-        log_change(change)
-        result.schema_changes[tid] = (change.kind, change.action)
-        if change.action == "refresh":
-            return replace(table, lifecycle=table.lifecycle.begin_refresh(change.reason, now=time.time()))
-        return table
+        table, change = after_events(tid, table, files.shape, self.mirror, now=time.time())
+        return _counted(result, change, table)
 
     def _follow_ddl(self, tid: str, table: TableState, shape: SourceShape, result: BatchResult) -> TableState:
-        """A table a DDL altered (MySQL/MariaDB's schema change topic): refreshed where existing rows gained a value.
-
-        No row event may ever show such a column (a table altered and left alone), so the DDL does that much. Only
-        that: the schema change topic is not ordered with the table's own topic, and a DDL may be read before events
-        older than it (a connector catching up). So its columns are not recorded, and every other change (a removal,
-        a nullable addition) waits for the table's events, which show it in their own order. A refresh is safe
-        whenever it comes: the snapshot's reads are upserts of the rows as they are now.
-        """
-        change = column_change(tid, table.source_columns, shape, self.mirror.schema_changes_for(table.topic))
-        if change is None or change.action != "refresh":
-            return table
-        new = tuple(c for c in change.columns if c not in table.ddl_refreshed)
-        if not new:
-            return table  # this DDL's refresh was begun already (the DDL read again after a restart)
-        log_change(change)
-        result.schema_changes[tid] = (change.kind, change.action)
-        lifecycle = table.lifecycle.begin_refresh(change.reason, now=time.time())
-        return replace(table, lifecycle=lifecycle, ddl_refreshed=(*table.ddl_refreshed, *new))
+        """A table a DDL altered (``schema_changes.after_ddl``: a refresh, or nothing)."""
+        table, change = after_ddl(tid, table, shape, self.mirror, now=time.time())
+        return _counted(result, change, table)
 
     def _stopped(
         self, tid: str, table: TableState, reason: str, schema_kind: str | None, result: BatchResult
@@ -514,14 +487,17 @@ class MirrorSink:
         """A table that stopped in this batch: rebuilt when a schema change's policy says so, else as configured."""
         if schema_kind is None:
             return table.with_stop(reason, self.mirror)
-        policy = self.mirror.schema_changes_for(table.topic)
-        change = stop_action(tid, schema_kind, reason, policy)
-        log_change(change)
-        result.schema_changes[tid] = (change.kind, change.action)
-        # 'stop' is today's stop: on_table_stopped still decides whether an automatic rebuild follows.
-        return table.with_stop(change.reason, self.mirror, rebuild=True if change.action == "rebuild" else None)
+        table, change = after_stop(tid, table, reason, schema_kind, self.mirror)
+        return _counted(result, change, table)
 
     def _publish(self, plan: BatchPlan, result: BatchResult) -> None:
         """Publish a written plan, then commit it: the batch is done (a crash in between redoes the publish)."""
         published = publish_plan(self.landing, plan, self.mirror, result, workers=self.mirror.publish_parallelism)
         self.ledger.commit(replace(plan, state=published))
+
+
+def _counted(result: BatchResult, change: SchemaChange | None, table: TableState) -> TableState:
+    """``table``, with the schema change that led to it recorded in the batch's result (for the metric)."""
+    if change is not None:
+        result.schema_changes[change.table] = (change.kind, change.action)
+    return table

@@ -150,7 +150,7 @@ def _reason(table: TableState) -> str | None:
     lifecycle = table.lifecycle
     if lifecycle.phase is Phase.SNAPSHOT_REQUESTED:
         # A refresh re-reads the table into its folder; a rebuild recreated the folder first.
-        done = "refreshed" if (lifecycle.reason or "").endswith(": refresh") else "rebuilt"
+        done = "refreshed" if lifecycle.refreshed else "rebuilt"
         return f"{done} {_iso(lifecycle.since)} (was: {lifecycle.reason})"
     return lifecycle.reason if lifecycle.phase is not Phase.RUNNING else None
 

@@ -73,6 +73,7 @@ class Lifecycle:
     request: str | None = None  # the operator's rebuild request this phase serves
     automatic_rebuilds: int = 0
     last_rebuild_at: float | None = None  # when the last rebuild moved (counts automatic rebuilds afresh after a day)
+    refreshed: bool = False  # the snapshot was asked for by a refresh (folder kept), not by a rebuild
 
     # -- questions the sink, the rebuilder, ``tables`` and the metrics ask --------------------------------------
 
@@ -165,6 +166,7 @@ class Lifecycle:
             phase=Phase.SNAPSHOT_REQUESTED,
             since=now,
             last_rebuild_at=now if rebuilt else self.last_rebuild_at,
+            refreshed=not rebuilt,
         )
 
     def _expect(self, *phases: Phase) -> None:

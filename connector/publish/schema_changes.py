@@ -19,11 +19,12 @@ is seen at the table's next event.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from connector.collect.pieces import SourceShape
-from connector.config import SchemaChangeSettings
+from connector.config import MirrorSettings, SchemaChangeSettings
+from connector.publish.ledger import TableState
 
 log = logging.getLogger(__name__)
 
@@ -94,3 +95,61 @@ def _detail(removed: list[str], added: list[str]) -> str:
 def log_change(change: SchemaChange) -> None:
     """The decision's one log line: table, kind, columns before → after, action."""
     log.warning("table %s: schema change %s (%s): %s", change.table, change.kind, change.detail, change.action)
+
+
+# -- a table's state after each way a change is seen; each returns the change it acted on, logged ------------------
+
+
+def after_events(
+    tid: str, table: TableState, shape: SourceShape, mirror: MirrorSettings, *, now: float
+) -> tuple[TableState, SchemaChange | None]:
+    """The table after its published events' columns: recorded, and a refresh begun where one is due.
+
+    Columns a DDL-time refresh re-read already (``after_ddl``) need no second refresh.
+    """
+    change = column_change(tid, table.source_columns, shape, mirror.schema_changes_for(table.topic))
+    refreshed = table.ddl_refreshed
+    table = replace(
+        table, source_columns=shape.columns, ddl_refreshed=tuple(c for c in refreshed if c not in shape.columns)
+    )
+    if change is None:
+        return table, None
+    if change.action == "refresh" and set(change.columns) <= set(refreshed):
+        log.info("table %s: columns %s were refreshed when their DDL was read", tid, ", ".join(change.columns))
+        return table, None
+    log_change(change)
+    if change.action == "refresh":
+        table = replace(table, lifecycle=table.lifecycle.begin_refresh(change.reason, now=now))
+    return table, change
+
+
+def after_ddl(
+    tid: str, table: TableState, shape: SourceShape, mirror: MirrorSettings, *, now: float
+) -> tuple[TableState, SchemaChange | None]:
+    """A table a DDL altered (MySQL/MariaDB's schema change topic): refreshed where existing rows gained a value.
+
+    No row event may ever show such a column (a table altered and left alone), so the DDL does that much. Only
+    that: the schema change topic is not ordered with the table's own topic, and a DDL may be read before events
+    older than it (a connector catching up). So its columns are not recorded, and every other change (a removal,
+    a nullable addition) waits for the table's events, which show it in their own order. A refresh is safe
+    whenever it comes: the snapshot's reads are upserts of the rows as they are now.
+    """
+    change = column_change(tid, table.source_columns, shape, mirror.schema_changes_for(table.topic))
+    if change is None or change.action != "refresh":
+        return table, None
+    new = tuple(c for c in change.columns if c not in table.ddl_refreshed)
+    if not new:
+        return table, None  # this DDL's refresh was begun already (the DDL read again after a restart)
+    log_change(change)
+    lifecycle = table.lifecycle.begin_refresh(change.reason, now=now)
+    return replace(table, lifecycle=lifecycle, ddl_refreshed=(*table.ddl_refreshed, *new)), change
+
+
+def after_stop(
+    tid: str, table: TableState, reason: str, kind: str, mirror: MirrorSettings
+) -> tuple[TableState, SchemaChange]:
+    """A table a schema change stopped (``SchemaChanged``): rebuilt, or stopped as ``on_table_stopped`` says."""
+    change = stop_action(tid, kind, reason, mirror.schema_changes_for(table.topic))
+    log_change(change)
+    # 'stop' is today's stop: on_table_stopped still decides whether an automatic rebuild follows.
+    return table.with_stop(change.reason, mirror, rebuild=True if change.action == "rebuild" else None), change

@@ -43,14 +43,15 @@ def test_a_rebuild_walks_deleting_waiting_snapshot_and_runs_again_upserting() ->
     assert table.phase is Phase.WAITING and table.since == 2.0 and table.is_rebuilding
     table = table.snapshot_requested(now=3.0)
     assert table.phase is Phase.SNAPSHOT_REQUESTED and table.upserts and not table.skips_events
-    assert table.request == "r1" and table.reason == "operator" and table.word == "running"
+    assert table.request == "r1" and table.reason == "operator" and table.word == "running" and not table.refreshed
 
 
 def test_a_refresh_keeps_publishing_and_upserts_from_the_start() -> None:
     table = Lifecycle().begin_refresh("column region added with a default", now=5.0)
     assert table.phase is Phase.REFRESH_PENDING and table.upserts and not table.skips_events
     assert table.word == "refreshing"
-    assert table.snapshot_requested(now=6.0).phase is Phase.SNAPSHOT_REQUESTED
+    requested = table.snapshot_requested(now=6.0)
+    assert requested.phase is Phase.SNAPSHOT_REQUESTED and requested.refreshed
     # A stopped or rebuilding table is re-read whole by its rebuild: a refresh changes nothing there.
     stopped = Lifecycle(Phase.STOPPED, "poison")
     assert stopped.begin_refresh("column added", now=7.0) is stopped
@@ -71,7 +72,7 @@ def test_transitions_out_of_order_are_refused(table: Lifecycle, move: object) ->
 
 def test_the_json_form_round_trips_every_phase() -> None:
     for phase in Phase:
-        table = Lifecycle(phase, "why", 1.5, "req", 2, 1.0)
+        table = Lifecycle(phase, "why", 1.5, "req", 2, 1.0, refreshed=True)
         assert Lifecycle.from_json(orjson.loads(orjson.dumps(table.to_json()))) == table
 
 

@@ -16,6 +16,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
+from connector.commands.tables import table_lines
 from connector.config import (
     MirrorSettings,
     RebuildSettings,
@@ -118,6 +119,8 @@ def test_a_column_added_with_a_default_refreshes_the_table_in_place(
     # Before the next batch the rebuilder asks Debezium to re-read the table; nothing is deleted.
     source.sink.advance_rebuilds()
     assert source.signals.sent == [(TABLE, TOPIC)] and source.phase is Phase.SNAPSHOT_REQUESTED
+    (line,) = table_lines(source.sink.ledger)
+    assert line.state == "running" and (line.reason or "").startswith("refreshed ")
     source.publish({"id": 2, "label": "b", "qty": 2, "region": "EU"}, op="r")  # the snapshot's read of row 2
     assert source.markers("00000000000000000003.parquet") == [4]  # an upsert: row 2 is replaced, not doubled
     assert source.sink.ledger.state.tables[TABLE].source_columns == ("id", "label", "qty", "region")
