@@ -5,6 +5,7 @@ Run from the repository root (benchmarks are not part of the installed package):
     python -m benchmarks.bench convert [--events N] [--with-schema]
     python -m benchmarks.bench stream [--events N] [--partitions P] [--decode-on driver|executors] ...
     python -m benchmarks.bench tables [--tables N] [--partitions P] [--changes C] [--landing local|dfs] ...
+    python -m benchmarks.bench tables --trickle [--tables N] [--trickle-seconds 60] [--trigger 5s]
     python -m benchmarks.bench freshness [--rate R] [--seconds S] [--trigger 10s]
 
 This machine is shared and noisy: ratios are stable, absolute times are not, so nothing here is a test.
@@ -91,7 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--request-ms", type=float, default=20.0, help="tables: latency the DFS double adds to every request"
     )
     parser.add_argument("--publish-parallelism", type=int, default=16, help="tables: mirror.publish_parallelism")
-    parser.add_argument("--trigger", help="tables: the running service's trigger (2s); freshness: (10s, the default)")
+    parser.add_argument(
+        "--trigger", help="tables: the running service's trigger (2s; 5s with --trickle); freshness: (10s)"
+    )
+    parser.add_argument(
+        "--trickle",
+        action="store_true",
+        help="tables: one service catches up, then one update per table arrives in bursts of 100-300 tables "
+        "spread over --trickle-seconds; prints each batch and the fit batch time = fixed + marginal x tables",
+    )
+    parser.add_argument("--trickle-seconds", type=float, default=60, help="tables --trickle: how long the updates take")
     parser.add_argument("--timeout", type=float, default=900, help="tables/freshness: give up on a run after this")
     parser.add_argument("--rate", type=float, default=2000, help="freshness: events per second produced")
     parser.add_argument("--seconds", type=float, default=60, help="freshness: how long the steady stream runs")
@@ -104,12 +114,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.partitions is None:
         args.partitions = 8 if args.target == "stream" else 2
     if args.trigger is None:
-        args.trigger = "2s" if args.target == "tables" else "10s"
+        args.trigger = ("5s" if args.trickle else "2s") if args.target == "tables" else "10s"
     for name in ("tables", "changes", "partitions", "publish_parallelism"):
         if getattr(args, name) < 1:
             build_parser().error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.rate <= 0 or args.seconds <= 0 or args.request_ms < 0:
-        build_parser().error("--rate and --seconds must be positive, --request-ms not negative")
+    if args.rate <= 0 or args.seconds <= 0 or args.trickle_seconds <= 0 or args.request_ms < 0:
+        build_parser().error("--rate, --seconds and --trickle-seconds must be positive, --request-ms not negative")
     return args
 
 
@@ -124,9 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"events_per_second={rate:.0f} peak_rss_mb={peak:.0f}")
         return 0
     if args.target == "tables":
-        from benchmarks.bench_tables import bench_tables
+        from benchmarks.bench_tables import bench_tables, bench_trickle
 
-        return bench_tables(args)
+        return bench_trickle(args) if args.trickle else bench_tables(args)
     if args.target == "freshness":
         from benchmarks.bench_freshness import bench_freshness
 

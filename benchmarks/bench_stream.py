@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import os
 import subprocess
 import tempfile
@@ -20,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.cpu import ExecutorCpu, cpu_seconds, stage_task_cpu_seconds
+from benchmarks.cpu import ExecutorCpu, cpu_model, cpu_seconds, load_average, stage_task_cpu_seconds
 from benchmarks.events import BENCH_TOPIC, expected_ids, generated_events
 from connector.config import load_settings
 from connector.operate.metrics import HealthState
@@ -97,9 +98,19 @@ def _fill(bootstrap: str, topic: str, events: int, partitions: int, with_schema:
     producer.flush(120)
 
 
-def consumer_limit(bootstrap: str, topic: str, events: int) -> float:
-    """(a) Records/s of a plain consumer that decodes nothing."""
+@dataclass(frozen=True)
+class ConsumerLimit:
+    """(a) A plain consumer's read of the same topic: its rate and the CPU it used."""
+
+    records_per_s: float
+    cpu_s: float  # this process over the whole read (librdkafka's threads are in it), connecting included
+
+
+def consumer_limit(bootstrap: str, topic: str, events: int) -> ConsumerLimit:
+    """(a) A plain consumer that decodes nothing: records/s from its first record, CPU-s over its whole read."""
     from confluent_kafka import Consumer
+
+    cpu_before = cpu_seconds()
 
     consumer = Consumer(
         {
@@ -120,7 +131,7 @@ def consumer_limit(bootstrap: str, topic: str, events: int) -> float:
         seen += sum(1 for m in batch if m.error() is None)
     elapsed = time.perf_counter() - (started or time.perf_counter())
     consumer.close()
-    return seen / elapsed if elapsed else float("inf")
+    return ConsumerLimit(seen / elapsed if elapsed else float("inf"), cpu_seconds() - cpu_before)
 
 
 def writer_limit(events: int, batch: int, folder: str, with_schema: bool) -> float:
@@ -155,7 +166,7 @@ def _check_mirror(landing_zone: str, events: int) -> None:
     print(f"mirror exact: {rows} rows, the ids the events leave")
 
 
-def bench_stream(args: argparse.Namespace) -> int:
+def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear script, printed as it goes
     """Run the benchmark and print its figures; the last line is the one the README records."""
     from connector.stream.batch_writer import BatchWriter
     from connector.stream.job import spark_session
@@ -169,7 +180,8 @@ def bench_stream(args: argparse.Namespace) -> int:
         bootstrap = args.bootstrap_servers or _start_broker(broker_state)
         try:
             _fill(bootstrap, topic, events, partitions, args.with_schema)
-            limit_a = consumer_limit(bootstrap, topic, events)
+            consumer = consumer_limit(bootstrap, topic, events)
+            limit_a = consumer.records_per_s
             os.makedirs(f"{scratch}/raw")
             limit_b = writer_limit(events, args.max_offsets_per_trigger, f"{scratch}/raw", args.with_schema)
             settings = load_settings(
@@ -238,29 +250,48 @@ def bench_stream(args: argparse.Namespace) -> int:
         f"batches={len(batches)}"
     )
     _print_memory(batches)
-    _print_batch_times(started, [b.ended for b in batches], finished, min(events, args.max_offsets_per_trigger), events)
+    first_s, later_rate = _print_batch_times(
+        started, [b.ended for b in batches], finished, min(events, args.max_offsets_per_trigger), events
+    )
     per_million, executor_cpu = 1_000_000 / events, executors.total()
     print(
         f"CPU-s per 1M events: driver Python {driver_cpu * per_million:.2f} (/proc/self/stat over the query); "
         f"executors {executor_cpu * per_million:.2f} ({executors.source}); Spark REST stage metrics "
-        f"executorCpuTime {task_cpu * per_million:.2f} (JVM task threads only, no Python workers)"
+        f"executorCpuTime {task_cpu * per_million:.2f} (JVM task threads only, no Python workers); "
+        f"plain consumer {consumer.cpu_s * per_million:.2f} (the same events, this process, librdkafka included)"
     )
+    print(f"cpu={cpu_model()} load_average={load_average()} spark={_spark_version()}")
     print(
         f"master={args.spark_master} events_per_second={rate:.0f} consumer_limit={limit_a:.0f} "
         f"writer_limit={limit_b:.0f} ratio={rate / min(limit_a, limit_b):.2f} "
-        f"driver_cpu_s_per_1m={driver_cpu * per_million:.2f} executor_cpu_s_per_1m={executor_cpu * per_million:.2f}"
+        f"driver_cpu_s_per_1m={driver_cpu * per_million:.2f} executor_cpu_s_per_1m={executor_cpu * per_million:.2f} "
+        f"consumer_cpu_s_per_1m={consumer.cpu_s * per_million:.2f} "
+        f"first_batch_s={first_s:.2f} later_events_per_second={later_rate:.0f} "
+        f"later_ratio={later_rate / limit_a:.2f}"
     )
     return 0
 
 
-def _print_batch_times(started: float, ends: list[float], finished: float, first_events: int, events: int) -> None:
-    """The first batch apart from the others: it pays the query's start (planning, Python workers, a cold JIT)."""
+def _spark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
+def _print_batch_times(
+    started: float, ends: list[float], finished: float, first_events: int, events: int
+) -> tuple[float, float]:
+    """The first batch apart from the others: it pays the query's start (planning, Python workers, a cold JIT).
+
+    Returns the first batch's seconds and the later batches' events/s (NaN when there are not two batches).
+    """
     if len(ends) < 2:
-        return
+        return math.nan, math.nan
     spans = " ".join(f"{b - a:.2f}" for a, b in itertools.pairwise([started, *ends]))
     print(f"batch seconds (from the query's start or the batch before to foreachBatch's return): {spans}")
     later = (events - first_events) / (finished - ends[0])
     print(f"first batch {ends[0] - started:.2f} s; later batches {later:.0f} events/s (a running service's rate)")
+    return ends[0] - started, later
 
 
 def _print_memory(batches: list[BatchSample]) -> None:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
+import random
 import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,5 +282,160 @@ def bench_tables(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
         f"update_sink_s={steady.sink_s:.2f} ms_per_changed_table={steady.batch_s * 1000 / tables:.1f} "
         f"update_produced_to_committed_s={steady.wall_s:.2f} limit_s={limit_s:.2f} "
         f"ratio={limit_s / steady.batch_s:.2f}"
+    )
+    return 0
+
+
+#: One trickle round's bursts, as shares of the tables: with 1,000 tables, bursts of 100-300 changed tables.
+TRICKLE_SHARES = (100, 300, 150, 250, 200)
+#: Each burst's updates are produced over this long (or a quarter of its slot, when that is shorter).
+BURST_SPREAD_S = 2.0
+
+
+def trickle_bursts(tables: int, shares: tuple[int, ...] = TRICKLE_SHARES) -> list[int]:
+    """How many tables each burst updates: ``tables`` split in proportion to ``shares``, every table once."""
+    total = sum(shares)
+    bounds = [0]
+    running = 0
+    for share in shares:
+        running += share
+        bounds.append(round(tables * running / total))
+    return [b - a for a, b in itertools.pairwise(bounds)]
+
+
+def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares ``y = fixed + marginal × x`` through ``(x, y)`` points: ``(fixed, marginal)``.
+
+    Raises ``ValueError`` when the points cannot fix a line (fewer than two distinct ``x``).
+    """
+    xs = [x for x, _ in points]
+    if len(set(xs)) < 2:
+        msg = f"a line needs points at two different x at least, got {sorted(set(xs))}"
+        raise ValueError(msg)
+    n = len(points)
+    mean_x = sum(xs) / n
+    mean_y = sum(y for _, y in points) / n
+    marginal = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x in xs)
+    return mean_y - marginal * mean_x, marginal
+
+
+def trickle_summary(batches: Sequence[dict[str, Any]]) -> tuple[list[str], tuple[float, float]]:
+    """The steady batches' lines (changed tables, seconds) and the fit of seconds = fixed + marginal × tables."""
+    points = [(float(b["tables"]), float(b["duration_s"])) for b in batches]
+    lines = [
+        f"batch {b['batch_id']}: {b['tables']} changed tables in {b['duration_s']:.2f} s "
+        f"({b['duration_s'] * 1000 / max(1, b['tables']):.1f} ms per table; collect {b['collect_s']:.2f} s)"
+        for b in batches
+    ]
+    return lines, fit_line(points)
+
+
+def produce_trickle(  # noqa: PLR0913 - the run's shared state, passed down unchanged
+    bootstrap: str,
+    topics: list[str],
+    partitions: int,
+    expected: dict[str, dict[int, int]],
+    seconds: float,
+    order_seed: int = 34,
+) -> None:
+    """One update per table in bursts (``trickle_bursts``), the bursts spread evenly over ``seconds``.
+
+    Each burst starts at its slot's beginning and is produced over ``BURST_SPREAD_S`` (a quarter of its slot at
+    most), so a batch mostly sees one burst; tables are taken in a shuffled, seeded order.
+    """
+    order = list(topics)
+    random.Random(order_seed).shuffle(order)
+    bursts = trickle_bursts(len(order))
+    slot = seconds / len(bursts)
+    spread = min(BURST_SPREAD_S, slot / 4)
+    prod = producer(bootstrap)
+    started = time.monotonic()
+    first = 0
+    for number, size in enumerate(bursts):
+        time.sleep(max(0.0, started + number * slot - time.monotonic()))
+        burst_started = time.monotonic()
+        for n, topic in enumerate(order[first : first + size]):
+            time.sleep(max(0.0, burst_started + spread * n / size - time.monotonic()))
+            table = expected.setdefault(topic.split(".", 1)[1], {})
+            version = table.get(0, -1) + 1
+            key, value = debezium_event(0, version, "c" if version == 0 else "u", int(time.time() * 1000))
+            send(prod, topic, 0, key, value)
+            table[0] = version
+            prod.poll(0)
+        flush_delivered(prod)
+        first += size
+
+
+def bench_trickle(args: argparse.Namespace) -> int:
+    """``--trickle``: one service catches up, then one update per table arrives in bursts over about a minute."""
+    from benchmarks.cpu import cpu_model, load_average
+
+    tables, partitions = args.tables, args.partitions
+    prefix = f"bt{uuid.uuid4().hex[:6]}"
+    topics = table_topics(prefix, tables)
+    expected: dict[str, dict[int, int]] = {}
+    loads = [load_average()]
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-trickle-") as scratch,
+        broker(args.bootstrap_servers, f"{scratch}/kafka") as bootstrap,
+        landing_zone(args.landing, scratch, args.request_ms) as (url, env, storage, _server),
+    ):
+        create_topics(bootstrap, topics, partitions)
+        produced = produce_changes(bootstrap, topics, partitions, args.changes, expected)
+        print(f"{tables} topics × {partitions} partitions, {produced} events waiting; service --trigger {args.trigger}")
+        command = [
+            "--bootstrap-servers", bootstrap,
+            "--topics", rf"{prefix}\..*",
+            "--landing-zone", url,
+            "--checkpoint", f"{scratch}/cp",
+            "--metrics-port", "0",
+            "--max-offsets-per-trigger", str(max(200_000, produced * 2)),
+            "--trigger", args.trigger,
+        ]  # fmt: skip
+        env = {**env, "CONNECTOR_MIRROR__PUBLISH_PARALLELISM": str(args.publish_parallelism)}
+        started = time.perf_counter()
+        service = start_connector(command, Path(scratch) / "service.log", env)
+        try:
+            caught_up = service.wait_for(
+                lambda b: sum(x["records"] for x in b) >= produced, args.timeout, "the catch-up"
+            )
+            catch_up_wall = time.perf_counter() - started
+            loads.append(load_average())
+            produce_trickle(bootstrap, topics, partitions, expected, args.trickle_seconds)
+            everything = produced + tables
+            batches = service.wait_for(
+                lambda b: sum(x["records"] for x in b) >= everything, args.timeout, "the trickle's batches"
+            )
+            loads.append(load_average())
+        finally:
+            stop_code = service.stop()
+        problem = verify_mirror(storage, expected)
+        limit_s = bare_client_limit(storage, tables)
+    catch_up = [b for b in caught_up if b["records"]]
+    steady = [b for b in batches[len(caught_up) :] if b["records"]]
+    catch_up_s = sum(b["duration_s"] for b in catch_up)
+    print(
+        f"catch-up: {catch_up_s:.1f} s in {len(catch_up)} batch(es) (process wall {catch_up_wall:.1f} s, the JVM's "
+        f"start included); {_summary(catch_up)}"
+    )
+    lines, (fixed, marginal) = trickle_summary(steady)
+    print(f"trickle: {tables} updates in bursts of {trickle_bursts(tables)} over {args.trickle_seconds:g} s:")
+    for line in lines:
+        print(f"  {line}")
+    mean_ms = sum(b["duration_s"] for b in steady) * 1000 / max(1, sum(b["tables"] for b in steady))
+    print(
+        f"fit over {len(steady)} steady batches: batch_s = {fixed:.2f} s + {marginal * 1000:.1f} ms × changed tables "
+        f"(mean {mean_ms:.1f} ms per changed table); service exit {stop_code} on SIGTERM"
+    )
+    print(f"limit: bare client, create+rename of {tables} small files with 16 threads: {limit_s:.2f} s")
+    print(f"cpu={cpu_model()} load_average(start,caught-up,end)={' '.join(loads)}")
+    if problem:
+        print(f"MIRROR NOT EXACT: {problem}")
+        return 1
+    print(f"mirror exact: {tables} tables replayed from the landing zone match what was produced")
+    print(
+        f"trickle tables={tables} partitions={partitions} trigger={args.trigger} catch_up_batch_s={catch_up_s:.1f} "
+        f"catch_up_wall_s={catch_up_wall:.1f} steady_batches={len(steady)} fixed_s={fixed:.2f} "
+        f"marginal_ms_per_table={marginal * 1000:.1f} mean_ms_per_table={mean_ms:.1f} limit_s={limit_s:.2f}"
     )
     return 0

@@ -90,7 +90,7 @@ def stage_task_cpu_seconds(ui_url: str | None, app_id: str) -> float:
         return float("nan")
     with urllib.request.urlopen(f"{ui_url}/api/v1/applications/{app_id}/stages", timeout=30) as answer:  # noqa: S310
         stages = orjson.loads(answer.read())
-    return sum(stage.get("executorCpuTime", 0) for stage in stages) / 1e9
+    return float(sum(stage.get("executorCpuTime", 0) for stage in stages)) / 1e9
 
 
 def cpu_model() -> str:
@@ -102,3 +102,11 @@ def cpu_model() -> str:
     except OSError:
         pass
     return "unknown CPU"
+
+
+def load_average() -> str:
+    """The 1, 5 and 15-minute load averages (``/proc/loadavg``), printed beside figures taken on a shared machine."""
+    try:
+        return ",".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"

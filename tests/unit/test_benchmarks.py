@@ -99,3 +99,79 @@ def test_cpu_of_this_process_and_its_tree_is_read_from_proc() -> None:
     assert cpu_seconds(os.getpid()) > 0
     assert cpu_seconds(2**22 + 12345) == 0.0  # no such process
     assert process_tree([os.getpid()])[0] == os.getpid()
+
+
+def test_trickle_defaults_and_flags() -> None:
+    from benchmarks.bench import parse_args
+
+    trickle = parse_args(["tables", "--trickle"])
+    assert (trickle.trickle, trickle.trigger, trickle.trickle_seconds, trickle.tables) == (True, "5s", 60.0, 1000)
+    assert parse_args(["tables", "--trickle", "--trigger", "1s"]).trigger == "1s"
+    assert parse_args(["tables"]).trickle is False
+    with pytest.raises(SystemExit):
+        parse_args(["tables", "--trickle", "--trickle-seconds", "0"])
+
+
+def test_trickle_bursts_update_every_table_once_in_bursts_of_100_to_300() -> None:
+    from benchmarks.bench_tables import trickle_bursts
+
+    assert trickle_bursts(1000) == [100, 300, 150, 250, 200]
+    for tables in (1, 7, 10, 999, 2001):
+        bursts = trickle_bursts(tables)
+        assert sum(bursts) == tables
+        assert all(b >= 0 for b in bursts)
+    assert trickle_bursts(10, (1, 1)) == [5, 5]
+
+
+def test_fit_line_recovers_fixed_and_marginal_cost() -> None:
+    from benchmarks.bench_tables import fit_line
+
+    exact = [(float(x), 0.5 + 0.0174 * x) for x in (100, 150, 200, 250, 300)]
+    fixed, marginal = fit_line(exact)
+    assert fixed == pytest.approx(0.5)
+    assert marginal == pytest.approx(0.0174)
+    # Symmetric noise around the line leaves it where it is.
+    noisy = [(100.0, 2.0 + 0.1), (100.0, 2.0 - 0.1), (300.0, 4.0 + 0.2), (300.0, 4.0 - 0.2)]
+    assert fit_line(noisy) == pytest.approx((1.0, 0.01))
+    with pytest.raises(ValueError, match="two different x"):
+        fit_line([(100.0, 1.0), (100.0, 2.0)])
+    with pytest.raises(ValueError, match="two different x"):
+        fit_line([])
+
+
+def test_trickle_summary_prints_each_batch_and_fits_them() -> None:
+    from benchmarks.bench_tables import trickle_summary
+
+    batches = [
+        {"batch_id": 3, "tables": 100, "duration_s": 1.1, "collect_s": 0.9},
+        {"batch_id": 4, "tables": 300, "duration_s": 2.3, "collect_s": 2.0},
+    ]
+    lines, (fixed, marginal) = trickle_summary(batches)
+    assert lines == [
+        "batch 3: 100 changed tables in 1.10 s (11.0 ms per table; collect 0.90 s)",
+        "batch 4: 300 changed tables in 2.30 s (7.7 ms per table; collect 2.00 s)",
+    ]
+    assert (fixed, marginal) == pytest.approx((0.5, 0.006))
+
+
+def test_load_average_and_cpu_model_are_read_from_proc() -> None:
+    from benchmarks.cpu import cpu_model, load_average
+
+    figures = load_average().split(",")
+    assert len(figures) == 3
+    assert all(float(f) >= 0 for f in figures)
+    assert cpu_model() != ""
+
+
+def test_stream_batch_times_set_the_first_batch_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    import math
+
+    from benchmarks.bench_stream import _print_batch_times
+
+    # Query started at 10.0; 3 batches of 100 events end at 14.0, 15.0 and 16.0 (the query at 16.0).
+    first, later = _print_batch_times(10.0, [14.0, 15.0, 16.0], 16.0, 100, 300)
+    assert (first, later) == (4.0, 100.0)
+    out = capsys.readouterr().out
+    assert "4.00 1.00 1.00" in out
+    assert "first batch 4.00 s; later batches 100 events/s" in out
+    assert all(math.isnan(v) for v in _print_batch_times(10.0, [14.0], 14.0, 100, 100))
