@@ -132,7 +132,7 @@ def check_online(settings: ConnectorSettings, report: Callable[[str], None] = pr
 
 def source_failures(settings: ConnectorSettings, report: Callable[[str], None] = print) -> list[ChainStepFailed]:
     """Kafka reachable with the source's settings and its topics matched; Debezium's settings checked."""
-    from connector.operate.check_source import check_connectors
+    from connector.operate.debezium_config_lint import lint_debezium_connectors
     from connector.stream.preflight import check_kafka
 
     failures: list[ChainStepFailed] = []
@@ -147,7 +147,7 @@ def source_failures(settings: ConnectorSettings, report: Callable[[str], None] =
             failures.append(ChainStepFailed(STEP_KAFKA, str(exc), fix))
     if source.debezium_connect_url:
         try:
-            _, findings = check_connectors(
+            _, findings = lint_debezium_connectors(
                 source.debezium_connect_url,
                 source.debezium_connectors,
                 settings.mirror.truncate_policy,

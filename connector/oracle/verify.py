@@ -5,7 +5,7 @@ and read back from Delta, so verify judges what Fabric would hold, not what our 
 type Delta cannot hold, or a type change, is a refused table, reported as such with a non-zero exit.
 
 The source is read by the ``SourceReader`` its URL names: ``mysql://`` and ``mariadb://`` by
-``source_mysql``, any other (``postgresql://``) by ``source_postgres``. Each compares values in the
+``database_mysql``, any other (``postgresql://``) by ``database_postgres``. Each compares values in the
 forms its database's types need (see those modules).
 
 Each table is judged whole (invariant 11: the mirror equals the source in values and column set): its rows,
@@ -27,12 +27,12 @@ from pathlib import Path
 
 from connector.errors import LandingZoneCorrupt
 from connector.landing_zone import TableRef, discover_tables
+from connector.oracle.database_mysql import MySqlReader, MySqlSource, is_mysql_url
+from connector.oracle.database_postgres import PostgresReader
+from connector.oracle.database_reader import SourceReader
 from connector.oracle.delta_oracle import apply_table_to_delta
 from connector.oracle.extra import require_extra
 from connector.oracle.landing_reader import read_table_metadata, require_landing_zone
-from connector.oracle.source_mysql import MySqlReader, MySqlSource, is_mysql_url
-from connector.oracle.source_postgres import PostgresReader
-from connector.oracle.source_reader import SourceReader
 from connector.oracle.table_report import TableReport
 from connector.storage import CredentialKind, Storage, open_storage
 

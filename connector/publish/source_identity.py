@@ -149,7 +149,7 @@ def ledger_identity(state: LedgerState, where: str) -> SourceIdentity | None:
     return SourceIdentity(prefixes[0]) if prefixes else None
 
 
-def check_source(
+def check_topic_prefix(
     prefix: str | None, landing: Storage, state: LedgerState, *, where_ledger: str, topics: str = ""
 ) -> SourceIdentity | None:
     """Refuse a run whose topics' ``prefix`` is not the landing zone's (or the checkpoint's); read-only.
@@ -213,7 +213,7 @@ class SourceClaim:
             return
         known = {t.topic for t in self.ledger.state.tables.values() if t.topic}
         prefix = check_topics(self._topics | known | batch, self.mirror, self.landing.url)
-        recorded = check_source(prefix, self.landing, self.ledger.state, where_ledger=self.ledger.storage.url)
+        recorded = check_topic_prefix(prefix, self.landing, self.ledger.state, where_ledger=self.ledger.storage.url)
         self._topics |= batch
         if prefix is None:
             return

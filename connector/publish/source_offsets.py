@@ -33,7 +33,7 @@ OTHER_SOURCE_RECOVERY = (
 )
 
 
-def check_source(spark_offsets: tuple[str, ...], batch_id: int, kind: str, topics: str, where: str) -> None:
+def check_offsets_log(spark_offsets: tuple[str, ...], batch_id: int, kind: str, topics: str, where: str) -> None:
     """Before Spark starts: Spark's last offsets entry must come from the source this run reads.
 
     Spark resumes a query from its offsets log and cannot read one source's offsets with another: a file

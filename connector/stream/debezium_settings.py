@@ -15,7 +15,7 @@ import logging
 from connector.config import ConnectorSettings
 from connector.errors import ConnectorError
 from connector.operate import metrics
-from connector.operate.check_source import Finding, check_connectors
+from connector.operate.debezium_config_lint import Finding, lint_debezium_connectors
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def check_debezium_settings(settings: ConnectorSettings) -> list[Finding] | None
     if not url:
         return None
     try:
-        configs, findings = check_connectors(
+        configs, findings = lint_debezium_connectors(
             url,
             settings.source.debezium_connectors,
             settings.mirror.truncate_policy,

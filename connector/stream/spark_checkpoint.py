@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from connector.errors import LandingZoneCorrupt
 from connector.publish.ledger import LedgerState
-from connector.publish.source_offsets import check_source, check_start, kafka_offsets
+from connector.publish.source_offsets import check_offsets_log, check_start, kafka_offsets
 
 if TYPE_CHECKING:
     from connector.config import SourceSettings
@@ -72,7 +72,7 @@ class SparkCheckpoint:
             return
         offsets = self.offsets(batch_id)
         if offsets is not None:
-            check_source(offsets, batch_id, source.kind, source.topics, str(self.folder))
+            check_offsets_log(offsets, batch_id, source.kind, source.topics, str(self.folder))
 
     def newest_committed_offsets(self) -> tuple[int, dict[str, dict[str, int]]] | None:
         """The Kafka end offsets of the newest batch Spark committed, and its id; ``None`` when unknown.

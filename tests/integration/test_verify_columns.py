@@ -175,7 +175,7 @@ class MariaDb:
 def my_db(mariadb: str) -> Iterator[MariaDb]:
     import pymysql
 
-    from connector.oracle.source_mysql import MySqlSource
+    from connector.oracle.database_mysql import MySqlSource
 
     database = f"t_{uuid.uuid4().hex[:12]}"
     source = MySqlSource.from_url(mariadb)

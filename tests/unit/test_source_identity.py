@@ -16,7 +16,7 @@ from connector.publish.source_identity import (
     SourceClaim,
     SourceConflict,
     SourceIdentity,
-    check_source,
+    check_topic_prefix,
     check_topics,
     topic_prefix,
 )
@@ -71,7 +71,7 @@ def test_the_first_claim_records_the_source_and_another_prefix_is_refused(tmp_pa
     # A second source with its own checkpoint, the same landing zone: refused, naming both prefixes.
     fresh = BatchLedger(LocalStorage(str(tmp_path / "cp2")))
     with pytest.raises(SourceConflict) as refused:
-        check_source("other", landing, fresh.state, where_ledger="cp2", topics=r"other\..*")
+        check_topic_prefix("other", landing, fresh.state, where_ledger="cp2", topics=r"other\..*")
     message = str(refused.value)
     assert "topic prefix 'chaos'" in message and "topic prefix 'other'" in message and "nothing changed" in message
     # A new topic of the batch path that lands in a known table's folder.
@@ -101,8 +101,8 @@ def test_a_ledger_from_before_sources_were_recorded_shows_its_source_by_its_tabl
     assert state.source_identity is None  # state.json without the field still loads
     landing = LocalStorage(str(tmp_path / "lz"))
     with pytest.raises(SourceConflict, match="topic prefix 'chaos'"):
-        check_source("other", landing, state, where_ledger="cp")
-    assert check_source("chaos", landing, state, where_ledger="cp") == SourceIdentity("chaos")
+        check_topic_prefix("other", landing, state, where_ledger="cp")
+    assert check_topic_prefix("chaos", landing, state, where_ledger="cp") == SourceIdentity("chaos")
     merged = LedgerState(
         3,
         {
@@ -111,7 +111,7 @@ def test_a_ledger_from_before_sources_were_recorded_shows_its_source_by_its_tabl
         },
     )
     with pytest.raises(SourceConflict, match="already holds tables of 2 Debezium sources"):
-        check_source("chaos", landing, merged, where_ledger="cp")
+        check_topic_prefix("chaos", landing, merged, where_ledger="cp")
 
 
 def test_the_landing_zone_and_a_checkpoint_of_two_sources_are_refused(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_the_landing_zone_and_a_checkpoint_of_two_sources_are_refused(tmp_path: 
     landing.create(SOURCE_FILE, SourceIdentity("chaos").to_json())
     state = LedgerState(source_identity=SourceIdentity("other").to_json().decode())
     with pytest.raises(SourceConflict, match="two different mirrors"):
-        check_source("other", landing, state, where_ledger="cp")
+        check_topic_prefix("other", landing, state, where_ledger="cp")
 
 
 def test_graceful_stop_installed_twice_restores_the_first_handlers() -> None:

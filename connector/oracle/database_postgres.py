@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from connector.landing_zone import TableRef
-from connector.oracle.source_reader import Row, show, time_micros
+from connector.oracle.database_reader import Row, show, time_micros
 from connector.oracle.table_report import TableReport, compare_by_key
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """What ``verify`` needs from a source database (``SourceReader``), and what its readers share.
 
-One reader per kind of database (``source_postgres``, ``source_mysql``): each knows how to list the tables
+One reader per kind of database (``database_postgres``, ``database_mysql``): each knows how to list the tables
 of a schema (``verify`` judges the mirrored schemas whole, so a table without a folder is found), and how
 to read a mirrored table's rows from its database and compare them with the table Delta gives back, in the
 forms its types need, and its columns with the mirror's. ``verify`` runs one loop over the tables with

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from connector.operate.check_source import check_connector_config, source_kind
+from connector.operate.debezium_config_lint import database_kind, lint_debezium_config
 
 MARIADB = "io.debezium.connector.mariadb.MariaDbConnector"
 POSTGRES = "io.debezium.connector.postgresql.PostgresConnector"
@@ -16,7 +16,7 @@ RECOMMENDED_MYSQL = {
 
 
 def settings(config: dict[str, str], truncate_policy: str = "fail") -> list[str]:
-    return [f.setting for f in check_connector_config("c", config, truncate_policy)]
+    return [f.setting for f in lint_debezium_config("c", config, truncate_policy)]
 
 
 def test_recommended_mysql_config_has_no_finding() -> None:
@@ -24,7 +24,7 @@ def test_recommended_mysql_config_has_no_finding() -> None:
 
 
 def test_debezium_defaults_on_mysql_are_judged_and_said_to_be_defaults() -> None:
-    findings = check_connector_config("c", {"connector.class": MARIADB})
+    findings = lint_debezium_config("c", {"connector.class": MARIADB})
     assert [(f.setting, f.value) for f in findings] == [
         ("bigint.unsigned.handling.mode", "long (Debezium's default)"),
         ("skipped.operations", "t (Debezium's default)"),
@@ -64,15 +64,15 @@ def test_avro_converters_are_readable() -> None:
 
 
 def test_source_kinds() -> None:
-    assert source_kind("io.debezium.connector.mysql.MySqlConnector") == "mysql"
-    assert source_kind(MARIADB) == "mysql"
-    assert source_kind(POSTGRES) == "postgres"
-    assert source_kind("io.debezium.connector.sqlserver.SqlServerConnector") == "sqlserver"
-    assert source_kind("io.debezium.connector.oracle.OracleConnector") == "oracle"
+    assert database_kind("io.debezium.connector.mysql.MySqlConnector") == "mysql"
+    assert database_kind(MARIADB) == "mysql"
+    assert database_kind(POSTGRES) == "postgres"
+    assert database_kind("io.debezium.connector.sqlserver.SqlServerConnector") == "sqlserver"
+    assert database_kind("io.debezium.connector.oracle.OracleConnector") == "oracle"
 
 
 def test_automatic_rebuilds_need_the_kafka_signal_channel_and_a_signalling_table() -> None:
-    findings = check_connector_config("c", {**RECOMMENDED_MYSQL, "signal.enabled.channels": "source"}, rebuilds=True)
+    findings = lint_debezium_config("c", {**RECOMMENDED_MYSQL, "signal.enabled.channels": "source"}, rebuilds=True)
     assert [(f.setting, f.value) for f in findings] == [
         ("signal.enabled.channels", "source"),
         ("signal.data.collection", "(unset) (Debezium's default)"),
@@ -83,13 +83,13 @@ def test_automatic_rebuilds_need_the_kafka_signal_channel_and_a_signalling_table
         "signal.kafka.topic": "mariadb1-signal",
         "signal.data.collection": "debezium.debezium_signal",
     }
-    assert check_connector_config("c", ready, rebuilds=True) == []
+    assert lint_debezium_config("c", ready, rebuilds=True) == []
     # Without automatic rebuilds nothing is said: a manual rebuild is the operator's own step.
     assert settings({**RECOMMENDED_MYSQL, "signal.enabled.channels": "source"}) == []
 
 
 def test_schema_changes_left_out_of_kafka_are_named_on_mysql_only() -> None:
-    findings = check_connector_config("c", {**RECOMMENDED_MYSQL, "include.schema.changes": "false"})
+    findings = lint_debezium_config("c", {**RECOMMENDED_MYSQL, "include.schema.changes": "false"})
     assert [(f.setting, f.value) for f in findings] == [("include.schema.changes", "false")]
     assert "ADD COLUMN" in findings[0].consequence
     assert (

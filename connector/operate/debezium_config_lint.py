@@ -1,4 +1,4 @@
-"""``check-source``: read a Debezium connector's config from Kafka Connect and warn about lossy settings.
+"""Lint a Debezium connector's config (read from Kafka Connect) for settings that lose data; ``check-source``'s core.
 
 Debezium's defaults are chosen for general consumers, not for an exact mirror: ``BIGINT UNSIGNED`` is a
 signed ``long`` (values above 2^63-1 wrap to negative), ``TRUNCATE`` is skipped (``skipped.operations=t``,
@@ -64,7 +64,7 @@ class Finding:
         return f"WARNING {self.connector}: {self.setting}={self.value}: {self.consequence}"
 
 
-def source_kind(connector_class: str) -> str:
+def database_kind(connector_class: str) -> str:
     """``postgres``, ``mysql`` (MySQL and MariaDB), ``sqlserver``, ``oracle`` or ``other``."""
     if connector_class.startswith(_MYSQL_CLASSES):
         return "mysql"
@@ -74,7 +74,7 @@ def source_kind(connector_class: str) -> str:
     return "other"
 
 
-def check_connector_config(
+def lint_debezium_config(
     name: str, config: Mapping[str, str], truncate_policy: str = "fail", *, rebuilds: bool = False
 ) -> list[Finding]:
     """The findings for one connector's config.
@@ -82,7 +82,7 @@ def check_connector_config(
     ``truncate_policy`` is the mirror's ``mirror.truncate_policy``; ``rebuilds`` whether it rebuilds stopped
     tables by itself (``mirror.on_table_stopped: rebuild``), which needs Debezium's Kafka signal channel.
     """
-    kind = source_kind(config.get("connector.class", ""))
+    kind = database_kind(config.get("connector.class", ""))
     findings: list[Finding] = []
 
     defaults = {**_DEFAULTS, **(_MYSQL_DEFAULTS if kind == "mysql" else {})}
@@ -117,16 +117,16 @@ def check_connector_config(
                 unsigned_mode,
                 "BIGINT UNSIGNED values above 9223372036854775807 wrap to negative numbers in the mirror; use precise",
             )
-    _check_skipped_operations(setting("skipped.operations"), truncate_policy, warn)
-    _check_time_precision(kind, setting("time.precision.mode").lower(), warn)
-    _check_converters(config, warn)
-    _check_deletes(config, setting("tombstones.on.delete").lower(), warn)
+    _lint_skipped_operations(setting("skipped.operations"), truncate_policy, warn)
+    _lint_time_precision(kind, setting("time.precision.mode").lower(), warn)
+    _lint_converters(config, warn)
+    _lint_deletes(config, setting("tombstones.on.delete").lower(), warn)
     if rebuilds:
-        _check_signals(config, warn)
+        _lint_signals(config, warn)
     return findings
 
 
-def _check_skipped_operations(value: str, truncate_policy: str, warn: _Warn) -> None:
+def _lint_skipped_operations(value: str, truncate_policy: str, warn: _Warn) -> None:
     skipped = {op.strip().lower() for op in value.split(",") if op.strip()}
     if Op.TRUNCATE in skipped and truncate_policy != "ignore":
         warn(
@@ -144,7 +144,7 @@ def _check_skipped_operations(value: str, truncate_policy: str, warn: _Warn) -> 
         )
 
 
-def _check_converters(config: Mapping[str, str], warn: _Warn) -> None:
+def _lint_converters(config: Mapping[str, str], warn: _Warn) -> None:
     for side in ("key", "value"):
         converter = config.get(f"{side}.converter")
         if converter and converter not in READABLE_CONVERTERS:
@@ -166,7 +166,7 @@ def _check_converters(config: Mapping[str, str], warn: _Warn) -> None:
                 )
 
 
-def _check_signals(config: Mapping[str, str], warn: _Warn) -> None:
+def _lint_signals(config: Mapping[str, str], warn: _Warn) -> None:
     channels = {c.strip().lower() for c in str(config.get("signal.enabled.channels", "source")).split(",")}
     if "kafka" not in channels:
         warn(
@@ -184,7 +184,7 @@ def _check_signals(config: Mapping[str, str], warn: _Warn) -> None:
         )
 
 
-def _check_time_precision(kind: str, mode: str, warn: _Warn) -> None:
+def _lint_time_precision(kind: str, mode: str, warn: _Warn) -> None:
     if mode == "connect":
         consequence = "times and timestamps are cut to milliseconds (Kafka Connect's own types)"
         if kind == "mysql":
@@ -199,7 +199,7 @@ def _check_time_precision(kind: str, mode: str, warn: _Warn) -> None:
         )
 
 
-def _check_deletes(config: Mapping[str, str], tombstones: str, warn: _Warn) -> None:
+def _lint_deletes(config: Mapping[str, str], tombstones: str, warn: _Warn) -> None:
     transforms = [t.strip() for t in str(config.get("transforms", "")).split(",") if t.strip()]
     for alias in transforms:
         if config.get(f"transforms.{alias}.type") == _UNWRAP:
@@ -262,7 +262,7 @@ def _get_json(url: str, connect_url: str) -> Any:
     return data
 
 
-def check_connectors(
+def lint_debezium_connectors(
     connect_url: str, names: Sequence[str], truncate_policy: str, *, rebuilds: bool = False
 ) -> tuple[dict[str, dict[str, str]], list[Finding]]:
     """The configs of connectors ``names`` (empty: every registered one) and their findings.
@@ -276,14 +276,16 @@ def check_connectors(
     findings = [
         finding
         for connector, config in configs.items()
-        for finding in check_connector_config(connector, config, truncate_policy, rebuilds=rebuilds)
+        for finding in lint_debezium_config(connector, config, truncate_policy, rebuilds=rebuilds)
     ]
     return configs, findings
 
 
 def check_source_command(connect_url: str, name: str | None, truncate_policy: str, *, rebuilds: bool = False) -> int:
-    """CLI: one line per finding; exit 1 when any, 0 when the connectors are fit for an exact mirror."""
-    configs, findings = check_connectors(connect_url, [name] if name else [], truncate_policy, rebuilds=rebuilds)
+    """The ``check-source`` command: a line per finding; exit 1 when any, 0 when fit for an exact mirror."""
+    configs, findings = lint_debezium_connectors(
+        connect_url, [name] if name else [], truncate_policy, rebuilds=rebuilds
+    )
     if not configs:
         print(f"{connect_url}: no connectors registered")
         return 1
@@ -291,5 +293,5 @@ def check_source_command(connect_url: str, name: str | None, truncate_policy: st
         print(finding.line())
     for connector in configs:
         if not any(f.connector == connector for f in findings):
-            print(f"{connector}: ok ({source_kind(configs[connector].get('connector.class', ''))})")
+            print(f"{connector}: ok ({database_kind(configs[connector].get('connector.class', ''))})")
     return 1 if findings else 0
