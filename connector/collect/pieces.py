@@ -176,7 +176,7 @@ class TablePiece:
     first: Position
     facts: PieceFacts = field(default_factory=PieceFacts)
     recreate: bool = False  # a truncate (policy recreate) came first: earlier rows of the table are void
-    # Once staged (``connector.publish.staging``): the files holding the rows, and their column types; the rows
+    # Once staged (``connector.collect.staging``): the files holding the rows, and their column types; the rows
     # themselves (``table``) are dropped, so only this metadata travels to the driver.
     files: tuple[StagedFile, ...] = ()
     schema: pa.Schema | None = None

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.collect.marking import RowMarkerMapper, ToastStores
+from connector.collect.marking import RowMarkerMapper
 from connector.collect.ordering import Position, position_order
 from connector.collect.pieces import (
     INCREMENTAL_SNAPSHOT,
@@ -34,6 +34,7 @@ from connector.collect.pieces import (
 )
 from connector.collect.poison import DeadLetter, poison_policy
 from connector.collect.table_buffer import DeclaredDecimal, TableBatch
+from connector.collect.toast_store import ToastStores
 from connector.config import TableSettings
 from connector.debezium.ddl_events import altered_tables
 from connector.debezium.decoder import open_decoder

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 from connector.collect.lane import collect_in_lane
-from connector.collect.marking import ToastStores
 from connector.collect.pieces import CollectContext, Collected
 from connector.collect.record_path import SliceCollector
+from connector.collect.toast_store import ToastStores
 from connector.kcat import kcat_records_table
 from connector.record_columns import records_from_arrow
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from connector.collect.marking import Row
+from connector.collect.toast_store import Row
 from connector.debezium.schemaless import inferred_type, kind_of_value
 from connector.debezium.types import (
     ColumnType,

@@ -1,1 +1,1 @@
-"""Driver side: stage, number (ledger), rename and commit a batch's files; the writer fence."""
+"""Driver side: plan (ledger), number, rename and commit a batch's files staged by ``connector.collect``; the fence."""

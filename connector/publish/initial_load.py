@@ -1,7 +1,7 @@
 """A table's initial load on the driver: where it ends, and whether Debezium started its snapshot again.
 
 While every event published for a table is a read of Debezium's initial snapshot, its files are whole-file
-inserts without ``__rowMarker__`` (``mirror.initial_load: marker-free``; ``connector.publish.staging`` splits a
+inserts without ``__rowMarker__`` (``mirror.initial_load: marker-free``; ``connector.collect.staging`` splits a
 piece at its first other event). That is only right if each row is read once. Debezium killed during its
 initial snapshot starts the snapshot again from the first row of the first table (seen on Postgres and MariaDB:
 ``source.snapshot`` ``first`` again), and the changes made between the two passes reach Kafka only as the

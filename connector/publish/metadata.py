@@ -21,7 +21,7 @@ from connector.landing_zone import (
     metadata_spellings,
     partner_events,
 )
-from connector.landing_zone import table_metadata as table_metadata  # staging.py imports it from here
+from connector.landing_zone import table_metadata as table_metadata  # table_plan.py imports it from here
 from connector.storage.base import Storage, join
 
 _ABSENT = object()

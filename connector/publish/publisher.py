@@ -1,7 +1,7 @@
 """Rename → verify: how a batch's staged files reach their numbered names without ever overwriting one.
 
 Publishing carries out a recorded plan (``connector.publish.ledger``), so a crash is recovered by carrying
-it out again; the ledger commits what was published. Staging the files is ``connector.publish.staging``.
+it out again; the ledger commits what was published. Staging the files is ``connector.collect.staging``.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from connector.collect.per_table import for_each_table
+from connector.collect.staging import digest
 from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt
 from connector.landing_zone import (
@@ -20,8 +22,6 @@ from connector.landing_zone import (
 )
 from connector.publish.batch_result import BatchResult
 from connector.publish.ledger import BatchPlan, LedgerState, PlannedFile
-from connector.publish.per_table import for_each_table
-from connector.publish.staging import digest
 from connector.storage.base import Storage, join
 
 log = logging.getLogger(__name__)

@@ -14,19 +14,19 @@ from dataclasses import replace
 
 import pyarrow as pa
 
+from connector.collect.encoding import FileFormat
 from connector.collect.ordering import Position
 from connector.collect.pieces import StagedFile
+from connector.collect.staging import TableChange, cast_to, restage, with_marker
 from connector.collect.table_buffer import MARKER_TYPE
 from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing_zone import METADATA_FILE, TableRef, data_file_name
-from connector.publish.encoding import FileFormat
 from connector.publish.initial_load import check_initial_load
 from connector.publish.ledger import PlannedFile, TableState
 from connector.publish.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
 from connector.publish.numbering import FileNumbering, check_no_gap
-from connector.publish.staging import TableChange, cast_to, restage, with_marker
 from connector.publish.table_rows import TableFiles, merge_schema
 from connector.storage.base import Storage, join
 

@@ -2,7 +2,7 @@
 
 Spark's Kafka source makes one partition per Kafka partition (per offset range), so decoding, marking and
 encoding run in Spark's Python workers, in parallel over the executors' cores, and each task writes its
-pieces as staged files into the landing zone itself (``connector.publish.staging``). Only their metadata
+pieces as staged files into the landing zone itself (``connector.collect.staging``). Only their metadata
 (paths, rows, sizes, hashes, column types, stops, dead letters) travels to the driver, which numbers, renames
 and commits (``MirrorSink.process_collected``): the driver's memory and CPU do not grow with the batch's bytes.
 """
@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from connector.collect.pieces import CollectContext, Collected
 from connector.collect.slice import collect_slice
-from connector.publish.staging import stage_slice
+from connector.collect.staging import stage_slice
 from connector.storage import CredentialKind, Storage, open_storage
 from connector.stream.python_worker import prepare_worker
 

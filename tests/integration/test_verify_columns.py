@@ -32,11 +32,11 @@ import psycopg
 import pyarrow as pa
 import pytest
 
+from connector.collect.encoding import FileFormat
 from connector.commands.cli import main
 from connector.events import ROW_MARKER_COLUMN
 from connector.oracle.table_report import TableReport
 from connector.oracle.verify import NO_SOURCE_TABLE, NO_TABLE_FOLDER, verify
-from connector.publish.encoding import FileFormat
 from connector.storage.local import LocalStorage
 
 START_TIMEOUT_S = 60

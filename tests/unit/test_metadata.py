@@ -15,9 +15,9 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from connector.collect.encoding import FileFormat
 from connector.errors import TableStopped
 from connector.landing_zone import TableRef
-from connector.publish.encoding import FileFormat
 from connector.publish.metadata import ensure_table_metadata, table_metadata
 from connector.storage.local import LocalStorage
 

@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from connector.collect.record_path import SliceCollector
+from connector.collect.staging import stage_slice
 from connector.config import MirrorSettings
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord
 from connector.oracle.replay import replay_landing_zone
 from connector.oracle.validate import validate_landing_zone
-from connector.publish.staging import stage_slice
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from connector.stream.slices import SliceTask, collect_partition

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from connector.collect.marking import ToastStore
+from connector.collect.toast_store import ToastStore
 
 
 def test_removed_keys_stay_readable_until_evicted_oldest_first() -> None:

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from connector.collect.encoding import FileFormat
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
 from connector.oracle.delta_oracle import TableRefused, apply_to_delta
 from connector.oracle.replay import replay_landing_zone
-from connector.publish.encoding import FileFormat
 from connector.storage.local import LocalStorage
 
 TABLE = "dbo.schema/people"

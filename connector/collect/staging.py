@@ -23,13 +23,13 @@ from typing import TypeAlias
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from connector.collect.encoding import FileFormat
+from connector.collect.per_table import for_each_table
 from connector.collect.pieces import CollectContext, Collected, StagedFile, TablePiece
 from connector.collect.table_buffer import MARKER_TYPE
 from connector.config import MirrorSettings
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing_zone import staged_file_name
-from connector.publish.encoding import FileFormat
-from connector.publish.per_table import for_each_table
 from connector.storage.base import Storage, join
 
 #: A rewrite of a staged table (``restage``).
