@@ -131,6 +131,9 @@ def rebuild_hint(table_id: str) -> str:
 class BulkDeclined(Exception):  # noqa: N818 - not an error: a routing signal
     """The columnar lane leaves a topic's records to the record path, which handles them (not an error).
 
+    The one exception of the package outside ``ConnectorError``, on purpose: it is control flow between the lane and
+    the record path, never a failure, so no ``except ConnectorError`` may swallow it on its way to the lane.
+
     Raised by the bulk decode, mark and type functions when a topic's records are not exactly what they
     can take; the lane catches it and the record path collects the topic instead.
     """

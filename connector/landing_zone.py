@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from connector.config import MirrorSettings
+from connector.errors import ConnectorError
 from connector.storage.base import Storage
 
 FILE_NUMBER_DIGITS = 20
@@ -259,7 +260,7 @@ _FORMATS = {PARQUET_FORMAT.lower(): PARQUET_FORMAT, DELIMITED_TEXT_FORMAT.lower(
 # -- comparing: what a _metadata.json means, as the mirroring service reads it ---------------------------
 
 
-class AmbiguousMetadata(ValueError):
+class AmbiguousMetadata(ConnectorError, ValueError):
     """A JSON object spells one key twice (names differ only in case) with different values."""
 
 

@@ -28,6 +28,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connector.errors import ConnectorError
+
 if TYPE_CHECKING:
     from connector.config import MirrorSettings
 
@@ -115,8 +117,8 @@ class TypePolicy:
 DEFAULT_POLICY = TypePolicy()
 
 
-class ConversionError(ValueError):
-    """A value could not be converted; ``row`` is its index in the column."""
+class ConversionError(ConnectorError, ValueError):
+    """A value could not be converted; ``row`` is its index in the column (still a ``ValueError``, as it was)."""
 
     def __init__(self, row: int, reason: str) -> None:
         super().__init__(row, reason)

@@ -67,7 +67,7 @@ import orjson
 from azure.core.exceptions import AzureError
 from pydantic import SecretStr
 
-from connector.errors import ConfigError
+from connector.errors import ConfigError, ConnectorError
 from connector.landing_zone import TableRef
 from connector.secrets import resolve_secret_references
 from connector.storage import CredentialKind, Storage, open_storage
@@ -140,7 +140,7 @@ class FabricDatabaseStatus:
         return self.state + (f" (error: {self.error})" if self.error else "")
 
 
-class FabricStatusUnreadable(Exception):
+class FabricStatusUnreadable(ConnectorError):
     """Why one read of the status failed; ``FabricStatusReader.tables`` turns it into a warning.
 
     ``status`` is the HTTP status when the API answered (a 404 or 403 is a wrong id or a missing role,

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 import orjson
 
 from connector.config import MirrorSettings
+from connector.errors import ConnectorError
 from connector.publish.ledger import LedgerState, TableState
 from connector.publish.lifecycle import Phase
 from connector.storage.base import Storage
@@ -50,7 +51,7 @@ SnapshotSignal = Callable[[str, TableState], str]
 FabricTables = Callable[[], Mapping[str, object] | None]
 
 
-class RebuildError(Exception):
+class RebuildError(ConnectorError):
     """A rebuild step that cannot be done now (it is retried at the next batch)."""
 
 
