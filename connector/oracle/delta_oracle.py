@@ -154,10 +154,17 @@ class _DeltaWriter:
 
     def read_all(self) -> pa.Table:
         from deltalake import DeltaTable
+        from pyarrow import fs
 
-        # to_pyarrow_dataset, not to_pyarrow_table: the latter leaves a Rust-owned buffer that aborts the
-        # interpreter at exit ("terminate called without an active exception").
-        return DeltaTable(self.uri).to_pyarrow_dataset().to_table()
+        # Arrow's own local filesystem, not deltalake's default (a PyFileSystem over Python file objects). With
+        # the default, each read returns a buffer wrapping a Python object, and the scan's asynchronous reads
+        # complete on Arrow's I/O threads, which may drop the last reference to such a buffer after to_table()
+        # has returned; freeing it needs the GIL. If the interpreter is finalizing by then, CPython ends that
+        # thread inside the C++ destructor and the process aborts after its work is done ("terminate called
+        # without an active exception", exit 134; issue 35). Buffers Arrow allocated itself are freed without
+        # the GIL (landing_reader.arrow_owned applies the same rule to the landing zone's files).
+        local = fs.SubTreeFileSystem(str(Path(self.uri).resolve()), fs.LocalFileSystem())
+        return DeltaTable(self.uri).to_pyarrow_dataset(filesystem=local).to_table()
 
     def read_back(self) -> pa.Table:
         """The Delta table as Arrow, sorted by the key columns, then by the other columns."""
