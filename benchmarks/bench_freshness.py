@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -66,8 +67,6 @@ def bench_freshness(args: argparse.Namespace) -> int:
     """Run the benchmark and print its figures; the last line is the one the README records."""
     prefix = f"bf{uuid.uuid4().hex[:6]}"
     topic = f"{prefix}.bench.fresh"
-    interval = 0.01
-    per_tick = args.rate * interval
     with (
         tempfile.TemporaryDirectory(prefix="bench-freshness-") as scratch,
         broker(args.bootstrap_servers, f"{scratch}/kafka") as bootstrap,
@@ -96,19 +95,7 @@ def bench_freshness(args: argparse.Namespace) -> int:
             warm = len(service.batches())
             watcher.start()
             steady_from_ms = int(time.time() * 1000)  # events carry whole milliseconds too
-            started = time.monotonic()
-            sent, next_id, owed = 0, 1, 0.0
-            while (elapsed := time.monotonic() - started) < args.seconds:
-                owed += per_tick
-                while owed >= 1:
-                    key, value = debezium_event(next_id, 0, "c", int(time.time() * 1000))
-                    send(prod, topic, next_id % args.partitions, key, value)
-                    next_id, sent, owed = next_id + 1, sent + 1, owed - 1
-                prod.poll(0)
-                # Keep the schedule: sleep to the next tick, not a fixed interval after this one's work.
-                time.sleep(max(0.0, (elapsed // interval + 1) * interval - (time.monotonic() - started)))
-            prod.flush(60)
-            produced_s = time.monotonic() - started
+            sent, produced_s = _produce_at_rate(prod, topic, args)
             deadline = time.monotonic() + args.timeout
             while sum(1 for p, _ in watcher.latencies_ms if p >= steady_from_ms) < sent:
                 if time.monotonic() > deadline or service.process.poll() is not None:
@@ -121,6 +108,38 @@ def bench_freshness(args: argparse.Namespace) -> int:
         finally:
             watcher.done.set()
             service.stop()
+    _print_figures(args, sent, produced_s, batches, watcher, steady_from_ms)
+    return 0
+
+
+def _produce_at_rate(prod: Any, topic: str, args: argparse.Namespace) -> tuple[int, float]:
+    """``args.rate`` events a second for ``args.seconds``, on a fixed schedule: (events sent, seconds it took)."""
+    interval = 0.01
+    per_tick = args.rate * interval
+    started = time.monotonic()
+    sent, next_id, owed = 0, 1, 0.0
+    while (elapsed := time.monotonic() - started) < args.seconds:
+        owed += per_tick
+        while owed >= 1:
+            key, value = debezium_event(next_id, 0, "c", int(time.time() * 1000))
+            send(prod, topic, next_id % args.partitions, key, value)
+            next_id, sent, owed = next_id + 1, sent + 1, owed - 1
+        prod.poll(0)
+        # Keep the schedule: sleep to the next tick, not a fixed interval after this one's work.
+        time.sleep(max(0.0, (elapsed // interval + 1) * interval - (time.monotonic() - started)))
+    prod.flush(60)
+    return sent, time.monotonic() - started
+
+
+def _print_figures(
+    args: argparse.Namespace,
+    sent: int,
+    produced_s: float,
+    batches: list[dict[str, Any]],
+    watcher: FolderWatcher,
+    steady_from_ms: int,
+) -> None:
+    """The run's figures; the last line is the one the README records."""
     latencies = [lat for p, lat in watcher.latencies_ms if p >= steady_from_ms]
     durations = [b["duration_s"] for b in batches]
     print(
@@ -140,4 +159,3 @@ def bench_freshness(args: argparse.Namespace) -> int:
         f"p50_s={percentile(latencies, 0.5) / 1000:.2f} p95_s={percentile(latencies, 0.95) / 1000:.2f} "
         f"max_s={max(latencies, default=0) / 1000:.2f}"
     )
-    return 0

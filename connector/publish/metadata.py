@@ -61,6 +61,12 @@ def ensure_table_metadata(storage: Storage, table: TableRef, content: dict[str, 
         raise TableStopped(table.id, f"{where} exists but is not valid JSON: {exc}") from exc
     if not isinstance(existing, dict):
         raise TableStopped(table.id, f"{where} exists but is not a JSON object")
+    _refuse_differences(table, where, existing, content)
+    return False
+
+
+def _refuse_differences(table: TableRef, where: str, existing: dict[str, Any], content: dict[str, Any]) -> None:
+    """Raise ``TableStopped`` (``SchemaChanged`` for the key) when ``existing`` does not mean ``content``."""
     try:
         have, want = effective_metadata(existing), effective_metadata(content)
     except AmbiguousMetadata as exc:
@@ -90,7 +96,6 @@ def ensure_table_metadata(storage: Storage, table: TableRef, content: dict[str, 
             f"{where} differs from the table this connector writes ({'; '.join(differences)}); _metadata.json is "
             f"written once and a mirrored table cannot change format, schema or settings: {rebuild_hint(table.id)}",
         )
-    return False
 
 
 def _shown(key: str, raw: dict[str, Any], effective: dict[str, Any]) -> str:

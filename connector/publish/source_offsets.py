@@ -71,8 +71,12 @@ def check_offsets_log(spark_offsets: tuple[str, ...], batch_id: int, kind: str, 
             f"{OTHER_SOURCE_RECOVERY}"
         )
         raise ConfigError(msg)
-    if not ends:
-        return
+    if ends:
+        _check_topics_still_match(ends, topics, where, logged)
+
+
+def _check_topics_still_match(ends: dict[str, dict[str, int]], topics: str, where: str, logged: str) -> None:
+    """Kafka offsets of the checkpoint against ``source.topics``: none matched, or some no longer matched."""
     try:
         pattern = re.compile(topics)
     except re.error:

@@ -180,65 +180,13 @@ def build_credential(
     inner: TokenCredential
 
     if config.kind == "default":
-        # Passing the client id selects a user-assigned managed identity / the workload identity app;
-        # without it DefaultAzureCredential uses whatever the environment provides.
-        options: dict[str, Any] = dict(authority)
-        if client_id:
-            options["managed_identity_client_id"] = client_id
-            options["workload_identity_client_id"] = client_id
-        if tenant_id:
-            options["workload_identity_tenant_id"] = tenant_id
-        inner = DefaultAzureCredential(**options)
+        inner = _default_credential(tenant_id, client_id, authority)
     elif config.kind == "client_secret":
-        tenant, client = _require_ids(config.kind, tenant_id, client_id)
-        secret = _resolve_secret(
-            config.client_secret, config.client_secret_file, env, ENV_CLIENT_SECRET, what="client secret"
-        )
-        if secret is None:
-            msg = (
-                "credential kind client_secret needs a secret: set client_secret_file, "
-                f"client_secret or the {ENV_CLIENT_SECRET} environment variable"
-            )
-            raise ValueError(msg)
-        inner = ClientSecretCredential(tenant, client, secret, **authority)
+        inner = _client_secret_credential(config, env, tenant_id, client_id, authority)
     elif config.kind == "client_certificate":
-        tenant, client = _require_ids(config.kind, tenant_id, client_id)
-        cert = config.certificate_path or _path_or_none(env.get(ENV_CERTIFICATE_PATH))
-        if cert is None:
-            msg = (
-                "credential kind client_certificate needs certificate_path or the "
-                f"{ENV_CERTIFICATE_PATH} environment variable"
-            )
-            raise ValueError(msg)
-        if not cert.is_file():
-            msg = f"certificate file {cert} does not exist or is not a file"
-            raise ValueError(msg)
-        password = _resolve_secret(
-            config.certificate_password,
-            config.certificate_password_file,
-            env,
-            ENV_CERTIFICATE_PASSWORD,
-            what="certificate password",
-        )
-        inner = CertificateCredential(
-            tenant,
-            client,
-            certificate_path=str(cert),
-            password=password.encode() if password is not None else None,
-            **authority,
-        )
+        inner = _certificate_credential(config, env, tenant_id, client_id, authority)
     elif config.kind == "workload_identity":
-        token_file = config.federated_token_file or _path_or_none(env.get(ENV_FEDERATED_TOKEN_FILE))
-        tenant, client = _require_ids(config.kind, tenant_id, client_id)
-        if token_file is None:
-            msg = (
-                "credential kind workload_identity needs federated_token_file or the "
-                f"{ENV_FEDERATED_TOKEN_FILE} environment variable (set by the AKS workload identity webhook)"
-            )
-            raise ValueError(msg)
-        inner = WorkloadIdentityCredential(
-            tenant_id=tenant, client_id=client, token_file_path=str(token_file), **authority
-        )
+        inner = _workload_identity_credential(config, env, tenant_id, client_id, authority)
     else:
         # managed_identity: system-assigned unless a client id selects a user-assigned identity.
         inner = ManagedIdentityCredential(client_id=client_id) if client_id else ManagedIdentityCredential()
@@ -248,6 +196,90 @@ def build_credential(
         kind=config.kind,
         description=describe(config.kind, tenant_id, client_id),
     )
+
+
+def _default_credential(tenant_id: str | None, client_id: str | None, authority: dict[str, Any]) -> TokenCredential:
+    # Passing the client id selects a user-assigned managed identity / the workload identity app;
+    # without it DefaultAzureCredential uses whatever the environment provides.
+    options: dict[str, Any] = dict(authority)
+    if client_id:
+        options["managed_identity_client_id"] = client_id
+        options["workload_identity_client_id"] = client_id
+    if tenant_id:
+        options["workload_identity_tenant_id"] = tenant_id
+    return DefaultAzureCredential(**options)
+
+
+def _client_secret_credential(
+    config: CredentialConfig,
+    env: Mapping[str, str],
+    tenant_id: str | None,
+    client_id: str | None,
+    authority: dict[str, Any],
+) -> TokenCredential:
+    tenant, client = _require_ids(config.kind, tenant_id, client_id)
+    secret = _resolve_secret(
+        config.client_secret, config.client_secret_file, env, ENV_CLIENT_SECRET, what="client secret"
+    )
+    if secret is None:
+        msg = (
+            "credential kind client_secret needs a secret: set client_secret_file, "
+            f"client_secret or the {ENV_CLIENT_SECRET} environment variable"
+        )
+        raise ValueError(msg)
+    return ClientSecretCredential(tenant, client, secret, **authority)
+
+
+def _certificate_credential(
+    config: CredentialConfig,
+    env: Mapping[str, str],
+    tenant_id: str | None,
+    client_id: str | None,
+    authority: dict[str, Any],
+) -> TokenCredential:
+    tenant, client = _require_ids(config.kind, tenant_id, client_id)
+    cert = config.certificate_path or _path_or_none(env.get(ENV_CERTIFICATE_PATH))
+    if cert is None:
+        msg = (
+            "credential kind client_certificate needs certificate_path or the "
+            f"{ENV_CERTIFICATE_PATH} environment variable"
+        )
+        raise ValueError(msg)
+    if not cert.is_file():
+        msg = f"certificate file {cert} does not exist or is not a file"
+        raise ValueError(msg)
+    password = _resolve_secret(
+        config.certificate_password,
+        config.certificate_password_file,
+        env,
+        ENV_CERTIFICATE_PASSWORD,
+        what="certificate password",
+    )
+    return CertificateCredential(
+        tenant,
+        client,
+        certificate_path=str(cert),
+        password=password.encode() if password is not None else None,
+        **authority,
+    )
+
+
+def _workload_identity_credential(
+    config: CredentialConfig,
+    env: Mapping[str, str],
+    tenant_id: str | None,
+    client_id: str | None,
+    authority: dict[str, Any],
+) -> TokenCredential:
+    token_file = config.federated_token_file or _path_or_none(env.get(ENV_FEDERATED_TOKEN_FILE))
+    tenant, client = _require_ids(config.kind, tenant_id, client_id)
+    if token_file is None:
+        msg = (
+            "credential kind workload_identity needs federated_token_file or the "
+            f"{ENV_FEDERATED_TOKEN_FILE} environment variable (set by the AKS workload identity webhook)"
+        )
+        raise ValueError(msg)
+    return WorkloadIdentityCredential(tenant_id=tenant, client_id=client, token_file_path=str(token_file), **authority)
 
 
 def describe(kind: CredentialKind, tenant_id: str | None, client_id: str | None) -> str:
