@@ -12,6 +12,8 @@ retries, the per-process caches) is a job of its own; ``avro`` only asks it for 
 
 from __future__ import annotations
 
+import functools
+import importlib
 import logging
 import random
 import threading
@@ -114,7 +116,6 @@ class SchemaRegistry:
 
     def _fetch(self, schema_id: int, record: KafkaRecord, part: str) -> tuple[str, str] | None:
         """Schema text and type of ``schema_id``; ``None`` when the registry says it does not exist."""
-        import httpx
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
         started = time.monotonic()
@@ -143,7 +144,7 @@ class SchemaRegistry:
                         f"{record.position}: is source.schema_registry.url the registry's Confluent-compatible API?"
                     )
                     raise RegistryError(msg) from None
-            except httpx.TransportError as exc:
+            except _transport_errors() as exc:
                 reason = f"{type(exc).__name__}: {self._scrub(str(exc))}"
             except (ValueError, KeyError, TypeError) as exc:
                 # A malformed answer (a proxy's error page, a registry restarting): retried like a 503.
@@ -216,3 +217,15 @@ def _bounded(cache: dict[Any, Any]) -> dict[Any, Any]:
     if len(cache) >= _CACHE_LIMIT:
         cache.clear()
     return cache
+
+
+@functools.cache
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """The registry client's connection errors: httpx2's (confluent-kafka >= 2.16 is built on it) and httpx's."""
+    errors: list[type[Exception]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            errors.append(importlib.import_module(name).TransportError)
+        except ImportError:
+            continue
+    return tuple(errors)
