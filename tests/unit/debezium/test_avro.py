@@ -33,7 +33,7 @@ from connector.kcat import record_from_kcat
 from tests.support.avro_connect import connect_to_avro_datum, connect_to_avro_schema, frame
 from tests.support.registry_double import RegistryDouble
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = Path(__file__).parents[2] / "data"
 REAL_PG = DATA / "real_pg"
 SAMPLES = DATA / "debezium-samples"
 TOPIC = "dbserver1.public.matrix"

@@ -32,7 +32,7 @@ from connector.record_columns import records_from_arrow
 from connector.stream.source import headers_needed
 from tests.support.debezium import Topic, decimal_field, encode_decimal, field
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 PLACEHOLDER = "__debezium_unavailable_value"
 

@@ -14,7 +14,7 @@ from connector.publish.ledger import BatchLedger, LedgerState
 from connector.publish.lifecycle import AUTOMATIC_COUNT_RESET_S, Lifecycle, LifecycleError, Phase
 from connector.storage.local import LocalStorage
 
-LEDGER_V1 = Path(__file__).parents[1] / "data" / "ledger_v1"
+LEDGER_V1 = Path(__file__).parents[2] / "data" / "ledger_v1"
 STAY = MirrorSettings()
 REBUILD = MirrorSettings(on_table_stopped="rebuild", rebuild=RebuildSettings(max_automatic=2))
 

@@ -27,11 +27,11 @@ from connector.errors import DecodeError
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat
 from tests.support.registry_double import RegistryDouble
-from tests.unit.test_avro import AvroConverter, matrix_records
+from tests.unit.debezium.test_avro import AvroConverter, matrix_records
 
 SEED = 20251121
 CASES = 3000
-DATA = Path(__file__).parent.parent / "data"
+DATA = Path(__file__).parents[2] / "data"
 
 
 @pytest.fixture(scope="module")

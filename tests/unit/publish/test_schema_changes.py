@@ -34,8 +34,8 @@ from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from tests.support.debezium import Topic, field
 from tests.support.registry_double import RegistryDouble
-from tests.unit.test_avro import AvroConverter
-from tests.unit.test_rebuild import Signals
+from tests.unit.debezium.test_avro import AvroConverter
+from tests.unit.operate.test_rebuild import Signals
 
 TABLE = "public.items"
 TOPIC = "dbserver1.public.items"
@@ -378,7 +378,7 @@ def test_a_ddl_of_a_table_not_mirrored_yet_changes_nothing(tmp_path: Path, regis
 
 def test_the_documented_schema_change_event_names_the_altered_table_and_its_columns() -> None:
     """Debezium's documented MySQL schema change value: ``ALTER TABLE customers ADD middle_name varchar(255)``."""
-    sample = Path(__file__).parents[1] / "data" / "debezium-samples" / "14_mysql_schema_change_topic_value.doc.json"
+    sample = Path(__file__).parents[2] / "data" / "debezium-samples" / "14_mysql_schema_change_topic_value.doc.json"
     payload = orjson.loads(sample.read_bytes())["payload"]
     record = KafkaRecord("dbserver1", 0, 7, None, None)
     (table,) = altered_tables(record, payload)

@@ -15,7 +15,7 @@ from connector.debezium.types import to_arrow
 from connector.errors import DecodeError
 from connector.events import KafkaRecord, Op
 
-SAMPLES = Path(__file__).parent.parent / "data" / "debezium-samples"
+SAMPLES = Path(__file__).parents[2] / "data" / "debezium-samples"
 
 
 def sample(name: str) -> bytes:

@@ -28,8 +28,8 @@ from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from tests.support.model import Workload, replayed_rows
 from tests.support.registry_double import RegistryDouble
-from tests.unit.test_avro import AvroConverter
-from tests.unit.test_decoder_fuzz import mutate
+from tests.unit.debezium.test_avro import AvroConverter
+from tests.unit.debezium.test_decoder_fuzz import mutate
 
 SEED = 424242
 BATCHES = 6
