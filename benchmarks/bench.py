@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 
 from benchmarks.events import generated_events
-from connector.config import MirrorSettings
+from connector.config import load_settings
 from connector.kcat import kcat_line
 
 _BATCH = 100_000
@@ -42,7 +42,8 @@ def bench_convert(events: int, with_schema: bool) -> tuple[float, float]:
             for record in generated_events(events, with_schema):
                 out.write(kcat_line(record))
         started = time.perf_counter()
-        summary = convert([str(dump)], f"{scratch}/lz", f"{scratch}/cp", MirrorSettings(), _BATCH)
+        settings = load_settings(**{"landing_zone.url": f"{scratch}/lz"})
+        summary = convert([str(dump)], settings, checkpoint=f"{scratch}/cp", batch_size=_BATCH)
         elapsed = time.perf_counter() - started
         if not summary.ok or summary.records != events:
             msg = f"bench convert did not convert every event: {summary}"

@@ -24,6 +24,8 @@ from pydantic_settings import (
 from connector.errors import ConfigError
 from connector.secrets import redact, resolve_secret_references
 from connector.storage import CredentialKind
+from connector.storage.identity import CredentialConfig
+from connector.storage.location import StorageLocation
 
 
 class _Frozen(BaseModel):
@@ -260,7 +262,9 @@ class DeadLetterSettings(_Frozen):
         description="kind folder: local folder or OneLake / ADLS Gen2 URL outside the landing zone; "
         "default <checkpoint>/_deadletter.",
     )
-    credential: CredentialKind = Field("default", description="Azure identity for a OneLake / ADLS Gen2 url.")
+    credential: CredentialKind | CredentialConfig = Field(
+        "default", description="Azure identity for a OneLake / ADLS Gen2 url (as landing_zone.credential)."
+    )
     topic: str | None = Field(None, description="kind kafka: the dead-letter topic (must exist).")
     bootstrap_servers: str | None = Field(None, description="kind kafka: default source.bootstrap_servers.")
     producer_options: dict[str, str] = Field(
@@ -366,7 +370,21 @@ class LandingZoneSettings(_Frozen):
     """The open-mirroring landing zone."""
 
     url: str = Field("./landing-zone", description="Local folder, or a OneLake / ADLS Gen2 URL.")
-    credential: CredentialKind = "default"
+    credential: CredentialKind | CredentialConfig = Field(
+        "default",
+        description="Azure identity for a OneLake / ADLS Gen2 url: a kind (the rest from AZURE_* variables), or "
+        "the identity's settings (kind, tenant_id, client_id, client_secret_file, …; secrets as ${env:X}/${file:P}).",
+    )
+
+    @property
+    def identity(self) -> CredentialConfig:
+        """The identity, whichever form the setting has."""
+        return CredentialConfig.model_validate(self.credential)
+
+    @property
+    def location(self) -> StorageLocation:
+        """The landing zone as one value (URL + identity), checked when built."""
+        return StorageLocation(self.url, self.identity, "landing_zone.url")
 
 
 class MetricsSettings(_Frozen):
@@ -472,9 +490,11 @@ class ConnectorSettings(BaseSettings):
     @field_validator("trigger")
     @classmethod
     def _check_trigger(cls, value: str) -> str:
-        if value != "available-now" and not re.fullmatch(r"\d+(\.\d+)?\s*(ms|s|m|h)", value):
-            msg = f"trigger must be 'available-now' or an interval like '10s', got {value!r}"
-            raise ValueError(msg)
+        if value != "available-now":
+            try:
+                spark_interval(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @classmethod
@@ -492,6 +512,23 @@ class ConnectorSettings(BaseSettings):
         if yaml_file:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file))
         return tuple(sources)
+
+
+_INTERVAL = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)")
+_INTERVAL_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
+
+
+def spark_interval(trigger: str) -> str:
+    """``10s`` → ``10 seconds``: the ``trigger`` setting in Spark's interval syntax (the unit spelled out).
+
+    Raises:
+        ConfigError: ``trigger`` is not an interval like ``10s``.
+    """
+    match = _INTERVAL.fullmatch(trigger)
+    if not match:
+        msg = f"trigger must be 'available-now' or an interval like '10s', got {trigger!r}"
+        raise ConfigError(msg)
+    return f"{match[1]} {_INTERVAL_UNITS[match[2]]}"
 
 
 def load_settings(config_file: str | None = None, **overrides: Any) -> ConnectorSettings:

@@ -21,25 +21,26 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pyarrow as pa
 
-from connector.collect.marking import ToastStore, ToastStores
+from connector.collect.per_table import for_each_table
 from connector.collect.pieces import CollectContext, Collected, SourceShape, StagedFile
 from connector.collect.poison import DeadLetter, dead_letter_in_use
 from connector.collect.record_path import SliceCollector
 from connector.collect.slice import collect_slice
+from connector.collect.staging import stage_slice
+from connector.collect.toast_store import ToastStore, ToastStores
 from connector.config import MirrorSettings, SourceSettings
 from connector.errors import ConfigError, LandingZoneCorrupt, SchemaChanged, TableStopped
 from connector.events import KafkaRecord
 from connector.operate.deadletter import DeadLetterWriter
 from connector.operate.rebuild import FabricTables, SnapshotSignal, TableRebuilder
 from connector.publish.batch_result import BatchResult
-from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
+from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, LedgerState, PlannedFile, TableState
 from connector.publish.lifecycle import Phase
 from connector.publish.numbering import FileNumbering
-from connector.publish.per_table import for_each_table
 from connector.publish.publisher import (
     highest_number,
     publish_plan,
@@ -50,7 +51,6 @@ from connector.publish.publisher import (
 from connector.publish.schema_changes import SchemaChange, after_ddl, after_events, after_stop, column_change
 from connector.publish.source_identity import SourceClaim
 from connector.publish.source_offsets import check_batch
-from connector.publish.staging import stage_slice
 from connector.publish.table_plan import TablePlanner
 from connector.publish.table_rows import MergedBatch, TableFiles, merge_slices
 from connector.storage.base import Storage
@@ -58,14 +58,68 @@ from connector.storage.base import Storage
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class PlannedBatch:
-    """A batch whose plan is written (``plan``), or that has nothing to publish (``None``): ``finish`` ends it."""
+class SinkBatch:
+    """One batch through the sink, from ``MirrorSink.begin``: ``plan`` once, then ``finish`` once, in that order.
 
-    plan: BatchPlan | None
-    result: BatchResult
-    started: float  # monotonic seconds when the batch began
-    retried_folders: frozenset[str] = frozenset()  # where failed task attempts may have staged (``Collected.retried``)
+    ``published`` says the ledger committed this batch id already (Spark replays the last batch after a crash
+    between our commit and its own): then ``plan`` only deletes what was staged for it again, and ``finish``
+    publishes nothing. ``context`` is what slices of this batch must be collected with; it is read when the
+    batch begins, after rebuilds moved on.
+
+    Between ``plan`` and ``finish`` nothing may plan another batch (its numbers follow this one's commit);
+    ``MirrorSink.collect_context`` may be read meanwhile, for collecting the next batch (it sees this plan).
+    """
+
+    def __init__(self, sink: MirrorSink, batch_id: int, published: bool) -> None:
+        self.batch_id = batch_id
+        self.published = published
+        self.result = BatchResult(batch_id, already_committed=published)
+        self._sink = sink
+        self._started = time.monotonic()
+        self._plan: BatchPlan | None = None
+        self._retried: frozenset[str] = frozenset()
+        self._step = "begun"
+
+    @property
+    def context(self) -> CollectContext:
+        """The collect context slices of this batch are collected with."""
+        return self._sink.collect_context()
+
+    def plan(
+        self,
+        slices: Sequence[Collected] = (),
+        records: Iterable[KafkaRecord] | None = None,
+        *,
+        records_table: pa.Table | None = None,
+        columnar: bool = True,
+    ) -> SinkBatch:
+        """Join the slices collected elsewhere with ``records`` / ``records_table`` collected here; write the plan.
+
+        Records a slice deferred (``keep-last`` tables) are collected here with the TOAST stores.
+        """
+        self._advance("begun", "planned")
+        if self.published:
+            # What the executors staged for a batch published already is not needed.
+            self._sink.discard(slices)
+            return self
+        self._plan, self._retried = self._sink._plan_batch(
+            self.batch_id, slices, records, records_table, columnar, self.result
+        )
+        return self
+
+    def finish(self) -> BatchResult:
+        """Publish and commit the planned batch (nothing to do for one without files, or published already)."""
+        self._advance("planned", "finished")
+        if not self.published:
+            self._sink._finish_batch(self._plan, self._retried, self.result)
+        self.result.duration_s = time.monotonic() - self._started
+        return self.result
+
+    def _advance(self, expected: str, to: str) -> None:
+        if self._step != expected:
+            msg = f"batch {self.batch_id} is {self._step}, it cannot be {to} now: begin, plan, finish, in this order"
+            raise RuntimeError(msg)
+        self._step = to
 
 
 class MirrorSink:
@@ -81,7 +135,13 @@ class MirrorSink:
         dead_letters: DeadLetterWriter | None = None,
         snapshot_signal: SnapshotSignal | None = None,
         fabric_tables: FabricTables | None = None,
+        ledger: BatchLedger | None = None,
     ) -> None:
+        """Open the sink over ``checkpoint``'s ledger (or ``ledger``, kept on it) and recover what a crash left.
+
+        Raises:
+            ConfigError: a table's poison policy is ``dead-letter`` and no ``dead_letters`` output is given.
+        """
         if dead_letter_in_use(mirror) and dead_letters is None:
             msg = "poison_policy 'dead-letter' needs a dead-letter output (dead_letter settings)"
             raise ConfigError(msg)
@@ -89,10 +149,10 @@ class MirrorSink:
         self.mirror = mirror
         self.source = source or SourceSettings()
         self.dead_letters = dead_letters
-        self.ledger = BatchLedger(checkpoint)
+        self._ledger = ledger or BatchLedger(checkpoint)
         self._numbering = FileNumbering(landing)
         self._planner = TablePlanner(landing, mirror, self._numbering)
-        self._source_claim = SourceClaim(landing, self.ledger, mirror)
+        self._source_claim = SourceClaim(landing, self._ledger, mirror)
         self._toast = ToastStores(self._load_toast_store, removed_limit=self.mirror.keep_last_removed_keys)
         self._recovered = False
         self._schemas: dict[str, pa.Schema] = {}
@@ -104,22 +164,29 @@ class MirrorSink:
         self._unpublished: BatchPlan | None = None  # written, not yet published and committed
         # Held by whoever works on the sink (a batch, the rebuild ticker between batches): it is not thread-safe.
         self.lock = threading.RLock()
+        #: Batches a crash interrupted before their commit, completed here (the start-up log line reports them).
+        self.completed_at_start = self._recover()
+
+    @property
+    def state(self) -> LedgerState:
+        """The ledger's committed state (read-only: the sink alone commits)."""
+        return self._ledger.state
 
     @property
     def table_ids(self) -> list[str]:
         """Every table the ledger knows."""
-        return list(self.ledger.state.tables)
+        return list(self._ledger.state.tables)
 
     @property
     def stopped_tables(self) -> dict[str, str]:
         """Tables stopped (committed) and not being rebuilt, with the reason."""
-        tables = self.ledger.state.tables.items()
+        tables = self._ledger.state.tables.items()
         return {tid: t.lifecycle.reason or "" for tid, t in tables if t.lifecycle.phase is Phase.STOPPED}
 
     @property
     def rebuilding_tables(self) -> dict[str, str]:
         """Tables whose rebuild waits (folder deletion, Fabric), with the rebuild's phase."""
-        tables = self.ledger.state.tables.items()
+        tables = self._ledger.state.tables.items()
         return {tid: t.lifecycle.phase.value for tid, t in tables if t.lifecycle.is_rebuilding}
 
     def advance_rebuilds(self, batch_id: int | None = None) -> bool:
@@ -133,50 +200,56 @@ class MirrorSink:
             return False
         if self._unpublished is not None:
             return False  # between batches while the last one is published behind: its commit comes first
-        if not self._recovered:
-            self.recover()
-        state, served = self._rebuilder.take_requests(self.ledger.state)
+        self._recover_after_failure()
+        state, served = self._rebuilder.take_requests(self._ledger.state)
         advanced = self._rebuilder.advance(state)
-        changed = advanced is not self.ledger.state
+        changed = advanced is not self._ledger.state
         if changed:
             for tid, table in advanced.tables.items():
-                if table is not self.ledger.state.tables.get(tid):
+                if table is not self._ledger.state.tables.get(tid):
                     # Its folder is gone or new: forget what this process knew of it.
                     self._numbering.forget(tid)
                     self._toast.stores.pop(tid, None)
-            self.ledger.commit_state(advanced)
+            self._ledger.commit_state(advanced)
         for path in served:
-            self.ledger.storage.delete(path)
+            self._ledger.storage.delete(path)
         self._rebuilds_checked = batch_id
         return changed
 
-    def recover(self) -> int:
+    def _recover(self) -> int:
         """Finish any batch a crash interrupted and delete orphaned staged files; returns plans completed."""
         completed = 0
-        for plan in self.ledger.pending_plans():
+        for plan in self._ledger.pending_plans():
             log.warning("completing batch %d interrupted before its commit (%d files)", plan.batch_id, len(plan.files))
             self._publish(plan, BatchResult(plan.batch_id))
             completed += 1
-        remove_leftovers(self.landing, self.ledger.state)
+        remove_leftovers(self.landing, self._ledger.state)
         self._recovered = True
         return completed
 
-    def expect_source(self, batch_id: int, spark_offsets: tuple[str, ...] | None, where: str) -> bool:
-        """Check Spark's offsets for ``batch_id`` against the ledger; ``True`` when it was published already.
+    def _recover_after_failure(self) -> None:
+        """After a failed batch, what it left is finished or removed before anything else runs."""
+        if not self._recovered:
+            self._recover()
 
-        A new batch's offsets are recorded with its commit, so a later run can tell whether Spark's
-        checkpoint still matches. Call before ``process_collected`` for every batch Spark runs.
+    def begin(self, batch_id: int, spark_offsets: tuple[str, ...] | None = None, where: str = "") -> SinkBatch:
+        """Begin batch ``batch_id``: check its source offsets against the ledger, move rebuilds on.
+
+        ``spark_offsets`` (Spark's offsets for the batch, or ``convert``'s digest of its input) are recorded with
+        the batch's commit, so a later run can tell whether Spark's checkpoint (``where``) still matches.
 
         Raises:
-            LandingZoneCorrupt: the ledger and Spark's checkpoint (``where``) disagree about the batch.
+            LandingZoneCorrupt: the ledger and Spark's checkpoint disagree about the batch.
         """
-        if not self._recovered:
-            self.recover()
-        published = check_batch(self.ledger.state, batch_id, spark_offsets, where)
+        self._recover_after_failure()
+        if spark_offsets is None:
+            published = batch_id <= self._ledger.state.last_committed_batch
+        else:
+            published = check_batch(self._ledger.state, batch_id, spark_offsets, where)
         self._source = None if published or spark_offsets is None else BatchSource(batch_id, spark_offsets)
         if not published:
             self.advance_rebuilds(batch_id)
-        return published
+        return SinkBatch(self, batch_id, published)
 
     def admit_source(self, topics: Iterable[str]) -> None:
         """Refuse topics of another source, or topics landing in one folder; the next commit records the source.
@@ -188,24 +261,16 @@ class MirrorSink:
 
     def first_published_file(self) -> str | None:
         """A table folder holding a numbered file (also processed ones), ``None`` when the landing zone has none."""
-        for folder in table_folders(self.landing, self.ledger.state):
+        for folder in table_folders(self.landing, self._ledger.state):
             if highest_number(self.landing, folder):
                 return folder
         return None
 
-    def is_committed(self, batch_id: int) -> bool:
-        """Whether ``batch_id`` was published and committed already (a replay publishes nothing)."""
-        if not self._recovered:
-            self.recover()
-        return batch_id <= self.ledger.state.last_committed_batch
-
     def collect_context(self, *, defer_keep_last: bool = True) -> CollectContext:
         """The ledger state slices need, for collecting the next batch (on executors or here)."""
-        if not self._recovered:
-            self.recover()
         # A plan being published behind (``finish`` on another thread) is what the next batch follows.
         unpublished = self._unpublished
-        state = unpublished.state if unpublished is not None else self.ledger.state
+        state = unpublished.state if unpublished is not None else self._ledger.state
         established = {}
         for tid, table in state.tables.items():
             if table.schema is not None:
@@ -226,52 +291,22 @@ class MirrorSink:
 
     def process_batch(self, batch_id: int, records: Iterable[KafkaRecord]) -> BatchResult:
         """Collect and publish one batch here, in this process. Re-running a committed batch id publishes nothing."""
-        return self.process_collected(batch_id, [], records)
+        return self.begin(batch_id).plan(records=records).finish()
 
     def process_table(self, batch_id: int, table: pa.Table, *, columnar: bool = True) -> BatchResult:
         """Collect and publish one batch of Kafka records as Arrow columns here (``run --decode-on driver``)."""
-        return self.process_collected(batch_id, [], records_table=table, columnar=columnar)
+        return self.begin(batch_id).plan(records_table=table, columnar=columnar).finish()
 
-    def process_collected(
+    def _plan_batch(
         self,
         batch_id: int,
         slices: Sequence[Collected],
-        records: Iterable[KafkaRecord] | None = None,
-        *,
-        records_table: pa.Table | None = None,
-        columnar: bool = True,
-    ) -> BatchResult:
-        """Publish one batch from slices collected elsewhere, plus ``records`` / ``records_table`` collected here.
-
-        Records a slice deferred (``keep-last`` tables) are collected here with the TOAST stores.
-        """
-        planned = self.plan_collected(batch_id, slices, records, records_table=records_table, columnar=columnar)
-        return self.finish(planned)
-
-    def plan_collected(
-        self,
-        batch_id: int,
-        slices: Sequence[Collected],
-        records: Iterable[KafkaRecord] | None = None,
-        *,
-        records_table: pa.Table | None = None,
-        columnar: bool = True,
-    ) -> PlannedBatch:
-        """Everything of ``process_collected`` up to a written plan; ``finish`` publishes and commits it.
-
-        Between the two, nothing may plan another batch (its numbers follow this one's commit); reading the
-        collect context for the next batch is fine (it sees this plan's state).
-        """
-        started = time.monotonic()
-        result = BatchResult(batch_id)
-        if self.is_committed(batch_id):
-            # Spark replays the last batch after a crash between our commit and its own: nothing to publish, and
-            # what the executors staged for it again is not needed.
-            self.discard(slices)
-            result.already_committed = True
-            return PlannedBatch(None, result, started)
-        # Callers collecting slices elsewhere advanced the rebuilds before taking the collect context.
-        self.advance_rebuilds(batch_id)
+        records: Iterable[KafkaRecord] | None,
+        records_table: pa.Table | None,
+        columnar: bool,
+        result: BatchResult,
+    ) -> tuple[BatchPlan | None, frozenset[str]]:
+        """``SinkBatch.plan``: the written plan (``None``: nothing to publish, committed already), retried folders."""
         try:
             slices = [*slices, *self._collect_here(batch_id, slices, records, records_table, columnar)]
             merged = merge_slices(slices, result)
@@ -282,15 +317,16 @@ class MirrorSink:
             plan = self._plan(batch_id, merged, result)
             retried = frozenset(folder for part in slices if part.retried for folder in part.staged_folders())
             if plan.files:
-                self.ledger.write_plan(plan)
+                self._ledger.write_plan(plan)
                 self._unpublished = plan
-                return PlannedBatch(plan, result, started, retried)
-            self.ledger.commit_state(plan.state)
+                return plan, retried
+            self._ledger.commit_state(plan.state)
         except BaseException:
             self._forget_batch()
             raise
         self._remove_failed_attempts(batch_id, retried)
-        return PlannedBatch(None, result, started)
+        self._commit_caches()
+        return None, frozenset()
 
     def discard(self, slices: Sequence[Collected]) -> None:
         """Delete the files the slices staged: their batch is not published from them."""
@@ -299,30 +335,24 @@ class MirrorSink:
                 for item in piece.files:
                     self.landing.delete(item.path)
 
-    def finish(self, planned: PlannedBatch) -> BatchResult:
-        """Publish and commit a planned batch (nothing to do for one without files, or already committed)."""
-        result = planned.result
-        if result.already_committed:
-            return result
+    def _finish_batch(self, plan: BatchPlan | None, retried: frozenset[str], result: BatchResult) -> None:
+        """``SinkBatch.finish``: publish and commit a written plan."""
+        if plan is None:
+            return
         try:
-            if planned.plan is not None:
-                self._publish(planned.plan, result)
+            self._publish(plan, result)
         except BaseException:
             self._forget_batch()
             raise
         finally:
             self._unpublished = None
-        if planned.plan is not None:
-            self._remove_failed_attempts(planned.plan.batch_id, planned.retried_folders)
+        self._remove_failed_attempts(plan.batch_id, retried)
+        self._commit_caches()
+
+    def _commit_caches(self) -> None:
+        """What the batch learnt (TOAST values, table numbers) holds from now on: its state is committed."""
         self._toast.commit()
         self._numbering.commit()
-        result.duration_s = time.monotonic() - planned.started
-        return result
-
-    @property
-    def recovered(self) -> bool:
-        """Whether interrupted batches were completed since the last failure (``recover``)."""
-        return self._recovered
 
     def _remove_failed_attempts(self, batch_id: int, folders: frozenset[str]) -> None:
         """Delete what failed task attempts of the committed batch ``batch_id`` staged (their files are no plan's).
@@ -380,18 +410,18 @@ class MirrorSink:
             )
 
     def _load_toast_store(self, tid: str) -> ToastStore:
-        table = self.ledger.state.tables.get(tid)
+        table = self._ledger.state.tables.get(tid)
         if table is None or table.toast_snapshot is None:
             return ToastStore(removed_limit=self.mirror.keep_last_removed_keys)
         return ToastStore.from_snapshot(
-            self.ledger.read_toast_snapshot(table.toast_snapshot), removed_limit=self.mirror.keep_last_removed_keys
+            self._ledger.read_toast_snapshot(table.toast_snapshot), removed_limit=self.mirror.keep_last_removed_keys
         )
 
     # -- plan, publish, commit -------------------------------------------------------------------------
 
     def _plan(self, batch_id: int, merged: MergedBatch, result: BatchResult) -> BatchPlan:
         """Number every table's staged files; the plan to publish, with the ledger state after it."""
-        state = self.ledger.state
+        state = self._ledger.state
         tables = dict(state.tables)
         files: list[PlannedFile] = []
         tids = sorted(set(merged.tables) | merged.recreate)
@@ -419,24 +449,34 @@ class MirrorSink:
             table_state = self._follow_columns(tid, merged.tables.get(tid), table_state, result)
             files.extend(planned)
             if planned and tid in self._toast.stores:
-                path = self.ledger.write_toast_snapshot(tid, batch_id, self._toast.stores[tid].snapshot())
+                path = self._ledger.write_toast_snapshot(tid, batch_id, self._toast.stores[tid].snapshot())
                 table_state = replace(table_state, toast_snapshot=path)
             tables[tid] = replace(table_state, topic=merged.topics.get(tid, table_state.topic))
-        for tid, shape in merged.ddl.items():
-            table = tables.get(tid)
-            if table is not None and not table.lifecycle.skips_events and tid not in result.stopped:
-                tables[tid] = self._follow_ddl(tid, table, shape, result)
+        self._follow_ddls(merged, tables, result)
         self._discard(unused, [merged.refs[tid].folder for tid in result.stopped if tid in merged.refs])
-        for tid, reason in result.stopped.items():
-            stopped_ref = merged.refs.get(tid)
-            previous = tables.get(tid) or TableState(folder=stopped_ref.folder if stopped_ref else tid)
-            previous = replace(previous, topic=merged.topics.get(tid, previous.topic))
-            tables[tid] = self._stopped(tid, previous, reason, schema_stops.get(tid), result)
+        self._record_stops(merged, tables, schema_stops, result)
         new_state = replace(state, last_committed_batch=batch_id, tables=tables, resume_offsets=None)
         new_state = self._source_claim.recorded_in(new_state)
         if self._source is not None and self._source.batch_id == batch_id:
             new_state = new_state.with_source(self._source)
         return BatchPlan(batch_id, tuple(files), new_state, tuple(sorted(merged.recreate)))
+
+    def _follow_ddls(self, merged: MergedBatch, tables: dict[str, TableState], result: BatchResult) -> None:
+        """Tables a DDL of this batch altered, and that publish, follow it (``schema_changes.after_ddl``)."""
+        for tid, shape in merged.ddl.items():
+            table = tables.get(tid)
+            if table is not None and not table.lifecycle.skips_events and tid not in result.stopped:
+                tables[tid] = self._follow_ddl(tid, table, shape, result)
+
+    def _record_stops(
+        self, merged: MergedBatch, tables: dict[str, TableState], schema_stops: dict[str, str], result: BatchResult
+    ) -> None:
+        """Each table that stopped in this batch gets its stopped (or rebuilding) state."""
+        for tid, reason in result.stopped.items():
+            stopped_ref = merged.refs.get(tid)
+            previous = tables.get(tid) or TableState(folder=stopped_ref.folder if stopped_ref else tid)
+            previous = replace(previous, topic=merged.topics.get(tid, previous.topic))
+            tables[tid] = self._stopped(tid, previous, reason, schema_stops.get(tid), result)
 
     def _discard(self, unused: list[StagedFile], stopped_folders: list[str]) -> None:
         """Delete staged files no plan publishes, and the folders of stopped tables that staging alone made."""
@@ -454,7 +494,7 @@ class MirrorSink:
         anything of the batch is published: its rebuild re-reads the table whole.
         """
         ref = merged.refs[tid]
-        known = self.ledger.state.tables.get(tid)
+        known = self._ledger.state.tables.get(tid)
         if known is not None and known.lifecycle.skips_events and tid not in merged.recreate:
             return None
         files = merged.tables.get(tid)
@@ -493,7 +533,7 @@ class MirrorSink:
     def _publish(self, plan: BatchPlan, result: BatchResult) -> None:
         """Publish a written plan, then commit it: the batch is done (a crash in between redoes the publish)."""
         published = publish_plan(self.landing, plan, self.mirror, result, workers=self.mirror.publish_parallelism)
-        self.ledger.commit(replace(plan, state=published))
+        self._ledger.commit(replace(plan, state=published))
 
 
 def _counted(result: BatchResult, change: SchemaChange | None, table: TableState) -> TableState:

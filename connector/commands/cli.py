@@ -11,13 +11,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, get_args
 
+from connector.commands.flags import settings_overrides
 from connector.errors import ConnectorError
 from connector.storage import CredentialKind
 
 if TYPE_CHECKING:
-    from connector.storage import Storage
+    from connector.storage.location import StorageLocation
 
 
 def _env_help(text: str, env: str) -> str:
@@ -70,21 +71,6 @@ def _add_landing_zone_flags(parser: argparse.ArgumentParser) -> None:
             "Azure identity for a OneLake landing zone (default: the config's)", "CONNECTOR_LANDING_ZONE__CREDENTIAL"
         ),
     )
-
-
-def _mirror_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    if getattr(args, "decimal_columns", None):
-        pairs = {}
-        for item in args.decimal_columns:
-            column, _, spec = item.partition("=")
-            pairs[column] = spec
-        overrides["mirror.decimal_columns"] = pairs
-    if getattr(args, "replay_safe_inserts", None) is not None:
-        overrides["mirror.replay_safe_inserts"] = args.replay_safe_inserts
-    if getattr(args, "initial_load", None) is not None:
-        overrides["mirror.initial_load"] = args.initial_load
-    return overrides
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -324,12 +310,14 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command in ("check-config", "init"):
         return _check_config(args) if command == "check-config" else _init(args)
     if command == "run":
-        from connector.stream.job import run_from_args
+        from connector.config import load_settings
+        from connector.stream.job import run
 
-        return int(run_from_args(args, _mirror_overrides(args)))
+        settings = load_settings(args.config, **settings_overrides(args))
+        return int(run(settings, resume_from_ledger_offsets=args.resume_from_ledger))
     if command == "check-source":
         from connector.config import load_settings
-        from connector.operate.check_source import check_source_command
+        from connector.operate.debezium_config_lint import check_source_command
 
         mirror = load_settings(args.config).mirror
         return check_source_command(
@@ -338,9 +326,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "verify":
         from connector.oracle.verify import verify_command
 
-        url, credential = _landing_zone(args)
-        _check_landing_zone_url(url)
-        return verify_command(args.source, url, args.tables, credential=credential, ignore_tables=args.ignore_tables)
+        return verify_command(args.source, _landing_zone(args), args.tables, ignore_tables=args.ignore_tables)
     if command in ("tables", "rebuild"):
         return _tables(args)
     msg = f"unknown command {command}"
@@ -350,24 +336,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _convert(args: argparse.Namespace) -> int:
     from connector.commands.convert import convert
     from connector.config import load_settings
-    from connector.operate.deadletter_output import open_dead_letter_writer
 
-    _check_landing_zone_url(args.landing_zone)
-    overrides = _mirror_overrides(args)
-    if args.checkpoint:
-        overrides["checkpoint"] = args.checkpoint  # the default dead-letter folder sits beside the ledger
-    settings = load_settings(args.config, **overrides)
-    summary = convert(
-        args.input,
-        args.landing_zone,
-        args.checkpoint,
-        settings.mirror,
-        args.batch_size,
-        settings.landing_zone.credential,
-        columnar=settings.spark.columnar_decode,
-        source=settings.source,
-        dead_letters=open_dead_letter_writer(settings),
-    )
+    # The checkpoint flag, when given, is the settings' too: the default dead-letter folder sits beside the ledger.
+    settings = load_settings(args.config, **settings_overrides(args))
+    summary = convert(args.input, settings, checkpoint=args.checkpoint, batch_size=args.batch_size)
     print(
         f"records={summary.records} rows={summary.rows} files={summary.files} dead_letters={summary.dead_letters} "
         f"skipped={sum(summary.skipped.values())} "
@@ -384,12 +356,6 @@ def _init(args: argparse.Namespace) -> int:
     from connector.commands.init import init_command, parse_target_properties
     from connector.config import load_settings
 
-    flags = {
-        "fabric_status.workspace_id": args.workspace_id,
-        "fabric_status.mirrored_database_id": args.item_id,
-        "fabric_status.api_url": args.api_url,
-        "landing_zone.credential": args.credential,
-    }
     env = os.environ.get
     options = {
         "name": args.name or env("CONNECTOR_INIT_NAME"),
@@ -400,7 +366,7 @@ def _init(args: argparse.Namespace) -> int:
         "max_wait_s": args.max_wait or float(env("CONNECTOR_INIT_MAX_WAIT_S") or 600),
         "write_config": args.write_config or env("CONNECTOR_INIT_WRITE_CONFIG"),
     }
-    return init_command(load_settings(args.config, **flags), options)
+    return init_command(load_settings(args.config, **settings_overrides(args)), options)
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -429,10 +395,10 @@ def _check_online(file: str) -> int:
 def _tables(args: argparse.Namespace) -> int:
     from connector.commands.tables import rebuild_command, tables_command
     from connector.config import load_settings
-    from connector.storage import open_storage
+    from connector.storage.location import StorageLocation
 
-    settings = load_settings(args.config, **({"checkpoint": args.checkpoint} if args.checkpoint else {}))
-    checkpoint = open_storage(settings.checkpoint)
+    settings = load_settings(args.config, **settings_overrides(args))
+    checkpoint = StorageLocation(settings.checkpoint, setting="checkpoint").open()
     if args.command == "rebuild":
         return rebuild_command(checkpoint, args.table, wait_s=args.wait)
     from connector.operate.fabric_status import open_fabric_status
@@ -448,23 +414,21 @@ def _validate(args: argparse.Namespace) -> int:
     from connector.oracle.landing_reader import require_landing_zone
     from connector.oracle.validate import validate_landing_zone
 
-    url, credential = _landing_zone(args)
-    storage = _open_landing_zone(url, credential)
-    require_landing_zone(storage, url)
+    location = _landing_zone(args)
+    storage = location.open()
+    require_landing_zone(storage, location.url)
     problems = validate_landing_zone(storage)
     for problem in problems:
         print(problem)
     if not problems:
-        print(f"{url}: valid")
+        print(f"{location.url}: valid")
     return 1 if problems else 0
 
 
 def _replay(args: argparse.Namespace) -> int:
     from connector.oracle.replay import replay_to
 
-    url, credential = _landing_zone(args)
-    _check_landing_zone_url(url)
-    states = replay_to(url, args.output, args.format, credential=credential)
+    states = replay_to(_landing_zone(args), args.output, args.format)
     for table, data in sorted(states.items()):
         print(f"{table}: {data.num_rows} rows")
     if args.show:
@@ -474,25 +438,17 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_landing_zone_url(url: str) -> None:
-    """An empty, SAS-carrying or malformed landing-zone URL is one ``error:`` line, not a traceback."""
-    from connector.stream.preflight import check_landing_zone_url
+def _landing_zone(args: argparse.Namespace) -> StorageLocation:
+    """The landing zone a reading tool opens, and its identity: the flags', else the config's (file, environment).
 
-    check_landing_zone_url(url)
-
-
-def _landing_zone(args: argparse.Namespace) -> tuple[str, CredentialKind]:
-    """The landing zone a reading tool opens, and its identity: the flags', else the config's (file, environment)."""
+    An empty, SAS-carrying or malformed URL is refused here, as one ``error:`` line.
+    """
     from connector.config import load_settings
+    from connector.storage.identity import CredentialConfig
+    from connector.storage.location import StorageLocation
 
     if args.landing_zone and args.credential:
-        return args.landing_zone, args.credential
+        return StorageLocation(args.landing_zone, CredentialConfig(kind=args.credential))
     configured = load_settings(args.config).landing_zone
-    return args.landing_zone or configured.url, args.credential or configured.credential
-
-
-def _open_landing_zone(url: str, credential: CredentialKind = "default") -> Storage:
-    from connector.storage import open_storage
-
-    _check_landing_zone_url(url)
-    return open_storage(url, credential)
+    identity = CredentialConfig(kind=args.credential) if args.credential else configured.identity
+    return StorageLocation(args.landing_zone or configured.url, identity)

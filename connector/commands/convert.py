@@ -11,16 +11,15 @@ from pathlib import Path
 
 import orjson
 
-from connector.config import MirrorSettings, SourceSettings
+from connector.config import ConnectorSettings
 from connector.errors import DecodeError, LandingZoneCorrupt
 from connector.events import KafkaRecord
 from connector.kcat import kcat_records_table, parse_kcat_line
-from connector.operate.deadletter import DeadLetterWriter
+from connector.mirror_writer import MirrorWriter, open_mirror_writer
 from connector.publish.batch_result import BatchResult
-from connector.publish.fence import WriterFence
 from connector.publish.ledger import STATE_FILE
 from connector.sink import MirrorSink
-from connector.storage import CredentialKind, open_storage
+from connector.storage.location import StorageLocation
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +68,12 @@ def input_files(inputs: Iterable[str]) -> list[Path]:
 
 
 def convert(
-    inputs: Iterable[str],
-    landing_zone: str,
-    checkpoint: str | None,
-    mirror: MirrorSettings,
-    batch_size: int = 100_000,
-    credential: CredentialKind = "default",
-    *,
-    columnar: bool = True,
-    source: SourceSettings | None = None,
-    dead_letters: DeadLetterWriter | None = None,
+    inputs: Iterable[str], settings: ConnectorSettings, *, checkpoint: str | None, batch_size: int = 100_000
 ) -> ConvertSummary:
-    """Convert dumps in batches of ``batch_size`` records (a batch never spans two files); ids are the index.
+    """Convert dumps into ``settings``' landing zone in batches of ``batch_size`` records (never two files' lines).
+
+    Batch ids are the batches' index. The mirror's rules, the source's decoding and the dead-letter output are
+    ``settings``'; ``checkpoint`` is the ledger's folder (``None``: a scratch one).
 
     With a ``checkpoint``, running again over the same inputs publishes nothing twice (committed batch
     ids are skipped), and inputs given again in the same order followed by new dumps publish only the new
@@ -96,30 +89,25 @@ def convert(
     with (
         tempfile.TemporaryDirectory(prefix="convert-ledger-") as scratch,
         # One writer per checkpoint and landing zone, held before the sink reads the ledger or cleans up.
-        WriterFence(open_storage(landing_zone, credential), open_storage(checkpoint or scratch, credential)) as fence,
+        open_mirror_writer(settings, checkpoint=StorageLocation(checkpoint or scratch, setting="checkpoint")) as writer,
     ):
-        sink = MirrorSink(
-            fence.landing,
-            fence.checkpoint,
-            mirror,
-            source=source,
-            dead_letters=dead_letters,
-        )
+        sink = writer.sink
         if checkpoint:
-            _refuse_lost_ledger(sink, checkpoint)
+            _refuse_lost_ledger(writer, checkpoint)
         for batch_id, (lines, positions) in enumerate(_line_batches(files, batch_size)):
-            _check_input(sink, batch_id, lines, positions, checkpoint or scratch)
+            batch = sink.begin(batch_id, _input_identity(sink, batch_id, lines, positions, checkpoint or scratch))
             table = kcat_records_table(lines)
             if table is not None:
-                result = sink.process_table(batch_id, table, columnar=columnar)
+                batch.plan(records_table=table, columnar=settings.spark.columnar_decode)
             else:
-                result = sink.process_batch(batch_id, _records(lines, positions, summary))
+                batch.plan(records=_records(lines, positions, summary))
+            result = batch.finish()
             summary.add(result)
             log.info("%s", result.event_line())
     return summary
 
 
-def _refuse_lost_ledger(sink: MirrorSink, checkpoint: str) -> None:
+def _refuse_lost_ledger(writer: MirrorWriter, checkpoint: str) -> None:
     """A checkpoint without ledger state over a landing zone that has files: its ledger was lost.
 
     Batch ids start at 0 again, so every input would be published a second time after the files present.
@@ -127,13 +115,13 @@ def _refuse_lost_ledger(sink: MirrorSink, checkpoint: str) -> None:
     Raises:
         LandingZoneCorrupt: the landing zone holds files the (missing) ledger would have recorded.
     """
-    if sink.ledger.has_state:
+    if writer.ledger.has_state:
         return
-    folder = sink.first_published_file()
+    folder = writer.sink.first_published_file()
     if folder is None:
         return
     msg = (
-        f"checkpoint {checkpoint} has no ledger state ({STATE_FILE}), but the landing zone {sink.landing.url} "
+        f"checkpoint {checkpoint} has no ledger state ({STATE_FILE}), but the landing zone {writer.landing_location} "
         f"already holds published files (e.g. in {folder}): converting would publish every input again after "
         "them (duplicates). Restore the checkpoint's ledger, or convert into an emptied landing zone, or convert "
         "without --checkpoint to append the inputs after the files present on purpose"
@@ -163,10 +151,10 @@ def _line_batches(files: list[Path], batch_size: int) -> Iterator[tuple[list[byt
             yield lines, positions
 
 
-def _check_input(
+def _input_identity(
     sink: MirrorSink, batch_id: int, lines: list[bytes], positions: list[tuple[Path, int]], checkpoint: str
-) -> None:
-    """Record a new batch's lines (a digest) with its commit; refuse a committed batch id whose lines differ.
+) -> tuple[str, ...] | None:
+    """A new batch's lines as a digest, recorded with its commit; ``None`` for a committed batch of the same lines.
 
     Before, a committed batch id was skipped whatever it held: a second ``convert --checkpoint`` with another
     dump published nothing and exited 0.
@@ -187,16 +175,15 @@ def _check_input(
             "to": f"{last_file.name}:{last_line}",
         }
     ).decode()
-    state = sink.ledger.state
+    state = sink.state
     if batch_id > state.last_committed_batch:
-        sink.expect_source(batch_id, (identity,), checkpoint)  # a new batch: its digest is committed with it
-        return
+        return (identity,)  # a new batch: its digest is committed with it
     recorded = state.source(batch_id)
     if recorded is None:
-        return  # published before convert recorded its inputs (or beyond the kept history): skipped as before
+        return None  # published before convert recorded its inputs (or beyond the kept history): skipped as before
     published = orjson.loads(recorded.offsets[0]) if recorded.offsets else {}
     if isinstance(published, dict) and published.get("sha256") == digest.hexdigest():
-        return
+        return None
     was = (
         f"{published.get('lines')} lines from {published.get('from')} to {published.get('to')}"
         if isinstance(published, dict) and "sha256" in published

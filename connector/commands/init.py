@@ -66,7 +66,7 @@ def init_command(settings: ConnectorSettings, options: Mapping[str, Any]) -> int
         default_schema=str(options.get("default_schema") or "dbo"),
         target_properties=options.get("target_properties") or {},
         start=bool(options.get("start")),
-        credential=settings.landing_zone.credential,
+        credential=settings.landing_zone.identity,
         partner_name=settings.mirror.partner_name,
         source_type=settings.mirror.source_type or "Debezium",
         source_version=settings.mirror.source_version,
@@ -190,7 +190,7 @@ def _check_fabric(settings: ConnectorSettings) -> str:
 def _check_landing_zone(settings: ConnectorSettings) -> str:
     from connector.stream.preflight import check_landing_zone_url, check_local_folder
 
-    url, credential = settings.landing_zone.url, settings.landing_zone.credential
+    url, credential = settings.landing_zone.url, settings.landing_zone.identity
     try:
         check_landing_zone_url(url)
         if not is_remote(url):

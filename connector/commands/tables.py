@@ -18,7 +18,7 @@ import orjson
 from connector.errors import ConfigError
 from connector.operate.job_status import read_job_status
 from connector.operate.rebuild import request_rebuild
-from connector.publish.ledger import STATE_FILE, BatchLedger, TableState
+from connector.publish.ledger import STATE_FILE, BatchLedger, LedgerState, TableState
 from connector.publish.lifecycle import Phase
 from connector.storage.base import Storage
 
@@ -68,10 +68,10 @@ def table_state_word(table: TableState) -> str:
     return table.lifecycle.word
 
 
-def table_lines(ledger: BatchLedger, fabric: Mapping[str, Any] | None = None) -> list[TableLine]:
-    """One line per table of the ledger, with Fabric's state when ``fabric`` (its status by table id) is given."""
+def table_lines(state: LedgerState, fabric: Mapping[str, Any] | None = None) -> list[TableLine]:
+    """One line per table of the ledger's state, with Fabric's state when ``fabric`` (status by table id) is given."""
     lines = []
-    for tid, table in sorted(ledger.state.tables.items()):
+    for tid, table in sorted(state.tables.items()):
         reason = _reason(table)
         status = fabric.get(tid) if fabric is not None else None
         lines.append(
@@ -102,7 +102,7 @@ def tables_command(checkpoint: Storage, *, as_json: bool, fabric: Mapping[str, A
     if job is not None:
         # First: a job that stopped explains why every table stands still (they still say ``running``).
         print(orjson.dumps({"job": asdict(job)}).decode() if as_json else job.text())
-    lines = table_lines(ledger, fabric)
+    lines = table_lines(ledger.state, fabric)
     for line in lines:
         print(orjson.dumps(line.__dict__).decode() if as_json else line.text())
     if not lines and not as_json:

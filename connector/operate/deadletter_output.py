@@ -11,8 +11,10 @@ from connector.errors import ConfigError
 from connector.operate.deadletter import DEFAULT_FOLDER, DeadLetterWriter
 from connector.operate.deadletter_folder import FolderDeadLetterWriter
 from connector.operate.deadletter_kafka import KafkaDeadLetterWriter, producer_config
-from connector.storage import is_remote, open_storage
+from connector.storage import is_remote
 from connector.storage.errors import InvalidStorageURL
+from connector.storage.identity import CredentialConfig
+from connector.storage.location import StorageLocation
 
 
 def open_dead_letter_writer(settings: ConnectorSettings) -> DeadLetterWriter | None:
@@ -39,7 +41,7 @@ def open_dead_letter_writer(settings: ConnectorSettings) -> DeadLetterWriter | N
     url = config.url or str(Path(settings.checkpoint) / DEFAULT_FOLDER)
     check_outside_landing_zone(url, settings.landing_zone.url)
     try:
-        storage = open_storage(url, config.credential)
+        storage = StorageLocation(url, CredentialConfig.model_validate(config.credential), "dead_letter.url").open()
     except InvalidStorageURL as exc:
         msg = f"dead_letter.url is not a folder or storage URL: {exc}"
         raise ConfigError(msg) from None

@@ -27,10 +27,12 @@ from connector.errors import ConfigError, ConnectorError
 from connector.operate.fabric_api import FabricApi, FabricApiError
 from connector.operate.fabric_status import identity_token, static_token
 from connector.storage.errors import StorageAccessDenied, StorageError, StorageNotFound
+from connector.storage.identity import CredentialConfig
+from connector.storage.location import StorageLocation
 
 if TYPE_CHECKING:
     from connector.config import ConnectorSettings
-    from connector.storage import CredentialKind, Storage
+    from connector.storage import Storage
 
 #: OneLake's DFS endpoint; a landing zone is ``{endpoint}/{workspaceId}/{itemId}/Files/LandingZone``.
 ONELAKE_URL = "https://onelake.dfs.fabric.microsoft.com"
@@ -84,7 +86,7 @@ class InitRequest:
     default_schema: str = "dbo"
     target_properties: Mapping[str, Any] | None = None
     start: bool = False
-    credential: CredentialKind = "default"
+    credential: CredentialConfig = CredentialConfig()
     partner_name: str = "debezium-fabric-mirror"
     source_type: str = "Debezium"
     source_version: str | None = None
@@ -129,7 +131,7 @@ def init_mirror(
     api: FabricApi,
     request: InitRequest,
     *,
-    open_landing: Callable[[str, CredentialKind], Storage] | None = None,
+    open_landing: Callable[[str, CredentialConfig], Storage] | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> MirrorTarget:
     """Make the open-mirrored database exist and run, prove its landing zone, write ``_partnerEvents.json``.
@@ -305,16 +307,15 @@ def _partner_events(storage: Storage, request: InitRequest, url: str) -> None:
         raise ChainStepFailed(STEP_PARTNER_EVENTS, f"{url}/_partnerEvents.json: {_first_line(exc)}", _PORTAL) from None
 
 
-def open_landing_zone(url: str, credential: CredentialKind) -> Storage:
+def open_landing_zone(url: str, credential: CredentialConfig) -> Storage:
     """The landing zone on OneLake; incomplete identity settings are a ``landing-zone-token`` failure."""
     from connector.storage.errors import InvalidCredential
-    from connector.storage.onelake import open_onelake
 
     try:
-        return open_onelake(url, credential)
+        return StorageLocation(url, credential).open()
     except (InvalidCredential, ValueError) as exc:
         raise ChainStepFailed(
-            STEP_LANDING_TOKEN, f"landing_zone.credential {credential}: {exc}", "complete its AZURE_* settings"
+            STEP_LANDING_TOKEN, f"landing_zone.credential {credential.kind}: {exc}", "complete its AZURE_* settings"
         ) from None
 
 

@@ -70,9 +70,11 @@ from pydantic import SecretStr
 from connector.errors import ConfigError, ConnectorError
 from connector.landing_zone import TableRef
 from connector.secrets import resolve_secret_references
-from connector.storage import CredentialKind, Storage, open_storage
-from connector.storage.credentials import CredentialConfig, build_credential
+from connector.storage import CredentialKind, Storage
+from connector.storage.credentials import build_credential
 from connector.storage.errors import StorageError
+from connector.storage.identity import CredentialConfig
+from connector.storage.location import StorageLocation
 
 if TYPE_CHECKING:
     from connector.config import ConnectorSettings
@@ -357,7 +359,7 @@ def open_fabric_status(settings: ConnectorSettings) -> FabricStatusReader | None
         )
         raise ConfigError(msg)
     try:
-        folder = open_storage(url, config.credential)
+        folder = StorageLocation(url, CredentialConfig(kind=config.credential), "fabric_status.monitoring_url").open()
     except ValueError as exc:
         msg = f"fabric_status.monitoring_url: {exc}"
         raise ConfigError(msg) from None

@@ -30,17 +30,15 @@ import pyarrow as pa
 from connector.landing_zone import TableRef, discover_tables
 from connector.oracle.file_applier import FileApplier, FileChange, TableRefused, conformed
 from connector.oracle.landing_reader import require_landing_zone
-from connector.storage import CredentialKind, open_storage
 from connector.storage.base import Storage
+from connector.storage.location import StorageLocation, as_location
 
 __all__ = ["TableRefused", "apply_table_to_delta", "apply_to_delta"]
 _SOURCE = "s"
 _TARGET = "t"
 
 
-def apply_to_delta(
-    landing_zone: str, target_dir: str | Path, *, credential: CredentialKind = "default"
-) -> dict[str, pa.Table]:
+def apply_to_delta(landing_zone: StorageLocation | str | Storage, target_dir: str | Path) -> dict[str, pa.Table]:
     """Apply every table of ``landing_zone`` to Delta tables under ``target_dir``; returns them read back.
 
     Each table is written to ``target_dir/<table folder>`` (``<schema>.schema/<table>`` or ``<table>``),
@@ -53,8 +51,12 @@ def apply_to_delta(
         TableRefused: a table has a type Delta cannot hold, a type change, or a file open mirroring
             cannot apply (see ``apply_table_to_delta``).
     """
-    storage = open_storage(landing_zone, credential)
-    require_landing_zone(storage, landing_zone)
+    if isinstance(landing_zone, Storage):
+        storage = landing_zone  # opened, and found to be a landing zone, by the caller
+    else:
+        location = as_location(landing_zone)
+        storage = location.open()
+        require_landing_zone(storage, location.url)
     root = Path(target_dir)
     return {table.id: apply_table_to_delta(storage, table, root / table.folder) for table in discover_tables(storage)}
 

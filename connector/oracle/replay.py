@@ -36,8 +36,8 @@ from connector.landing_zone import TableRef, discover_tables
 from connector.oracle.extra import require_extra
 from connector.oracle.file_applier import FileApplier, FileChange, conformed
 from connector.oracle.landing_reader import require_landing_zone
-from connector.storage import CredentialKind, open_storage
 from connector.storage.base import Storage
+from connector.storage.location import StorageLocation, as_location
 
 _Ref = tuple[int, int]
 """(index of the file in application order, index of the row in that file)."""
@@ -61,11 +61,7 @@ REPLAY_FORMATS = ("parquet", "delta")
 
 
 def replay_to(
-    landing_zone: str,
-    output_dir: str | os.PathLike[str],
-    output_format: str,
-    *,
-    credential: CredentialKind = "default",
+    landing_zone: StorageLocation | str, output_dir: str | os.PathLike[str], output_format: str
 ) -> dict[str, pa.Table]:
     """Replay ``landing_zone`` into ``output_dir`` in ``output_format``; returns each table's state.
 
@@ -77,14 +73,15 @@ def replay_to(
         MissingExtra: ``delta`` without the ``verify`` extra (``deltalake``).
         LandingZoneCorrupt: a table cannot be replayed (``TableRefused`` when Delta refuses it).
     """
-    storage = open_storage(landing_zone, credential)
-    require_landing_zone(storage, landing_zone)
+    location = as_location(landing_zone)
+    storage = location.open()
+    require_landing_zone(storage, location.url)
     if output_format == "delta":
         from connector.oracle.delta_oracle import apply_to_delta
 
         require_extra("replay --format delta", ("deltalake",))
 
-        return apply_to_delta(landing_zone, Path(output_dir), credential=credential)
+        return apply_to_delta(storage, Path(output_dir))
     if output_format != "parquet":
         msg = f"replay format {output_format!r} is not one of {list(REPLAY_FORMATS)}"
         raise ConfigError(msg)

@@ -34,7 +34,8 @@ from connector.oracle.delta_oracle import apply_table_to_delta
 from connector.oracle.extra import require_extra
 from connector.oracle.landing_reader import read_table_metadata, require_landing_zone
 from connector.oracle.table_report import TableReport
-from connector.storage import CredentialKind, Storage, open_storage
+from connector.storage import Storage
+from connector.storage.location import StorageLocation, as_location
 
 
 def source_reader(source_url: str) -> SourceReader:
@@ -55,10 +56,9 @@ NO_SOURCE_TABLE = "in the landing zone, not in the source (no source table)"
 
 def verify(
     source_url: str,
-    landing_zone: str,
+    landing_zone: StorageLocation | str,
     tables: Sequence[str] | None = None,
     *,
-    credential: CredentialKind = "default",
     ignore: Collection[str] = (),
 ) -> list[TableReport]:
     """Judge every table of the mirrored schemas (or only ``tables``) against the source; reports by table id.
@@ -77,8 +77,9 @@ def verify(
     """
     reader = source_reader(source_url)
     require_extra("verify", ("deltalake", reader.driver))
-    storage = open_storage(landing_zone, credential)
-    require_landing_zone(storage, landing_zone)
+    location = as_location(landing_zone)
+    storage = location.open()
+    require_landing_zone(storage, location.url)
     ignored = set(ignore)
     folders = {ref.id: ref for ref in discover_tables(storage) if ref.id not in ignored}
     reports: list[TableReport] = []
@@ -118,10 +119,9 @@ def _compare(reader: SourceReader, storage: Storage, ref: TableRef, delta: Path)
 
 def verify_command(
     source_url: str,
-    landing_zone: str,
+    landing_zone: StorageLocation | str,
     tables: str | None,
     *,
-    credential: CredentialKind = "default",
     ignore_tables: str | None = None,
 ) -> int:
     """CLI: print one line per table (plus examples of differences); non-zero exit on any difference.
@@ -129,7 +129,7 @@ def verify_command(
     ``tables`` and ``ignore_tables`` are comma-separated ids (``schema.table``).
     """
     wanted = _id_list(tables)
-    reports = verify(source_url, landing_zone, wanted, credential=credential, ignore=_id_list(ignore_tables) or ())
+    reports = verify(source_url, landing_zone, wanted, ignore=_id_list(ignore_tables) or ())
     for report in reports:
         print(report.line())
         for example in report.examples:

@@ -28,9 +28,12 @@ from azure.identity import (
     ManagedIdentityCredential,
     WorkloadIdentityCredential,
 )
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import SecretStr
 
+from connector.errors import ConfigError
+from connector.secrets import resolve_secret_references
 from connector.storage import CredentialKind
+from connector.storage.identity import CredentialConfig
 
 #: The only token scope the connector requests: Azure Storage, which OneLake accepts too.
 STORAGE_SCOPE = "https://storage.azure.com/.default"
@@ -43,48 +46,6 @@ ENV_CLIENT_SECRET = "AZURE_CLIENT_SECRET"  # noqa: S105 - a variable name, not a
 ENV_CERTIFICATE_PATH = "AZURE_CLIENT_CERTIFICATE_PATH"
 ENV_CERTIFICATE_PASSWORD = "AZURE_CLIENT_CERTIFICATE_PASSWORD"  # noqa: S105 - a variable name
 ENV_FEDERATED_TOKEN_FILE = "AZURE_FEDERATED_TOKEN_FILE"  # noqa: S105 - a variable name
-
-
-class CredentialConfig(BaseModel):
-    """How the connector authenticates to OneLake or ADLS Gen2.
-
-    Secrets are ``SecretStr`` so neither ``repr`` nor a config dump shows them; prefer the ``*_file``
-    fields (a mounted Kubernetes secret) or the ``AZURE_*`` environment variables over inline values.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-    kind: CredentialKind = "default"
-    """Which identity to use. ``default`` tries environment, workload identity and managed identity in
-    turn (DefaultAzureCredential, interactive browser excluded), which fits most pods and VMs."""
-
-    tenant_id: str | None = None
-    """Directory (tenant) id; falls back to ``AZURE_TENANT_ID``. Required for service principals."""
-
-    client_id: str | None = None
-    """Application (client) id of the service principal, or of a user-assigned managed identity;
-    falls back to ``AZURE_CLIENT_ID``."""
-
-    client_secret: SecretStr | None = None
-    """Service-principal secret. Prefer ``client_secret_file`` or ``AZURE_CLIENT_SECRET``."""
-
-    client_secret_file: Path | None = None
-    """File holding the service-principal secret (trailing whitespace ignored)."""
-
-    certificate_path: Path | None = None
-    """PEM or PKCS12 certificate with private key; falls back to ``AZURE_CLIENT_CERTIFICATE_PATH``."""
-
-    certificate_password: SecretStr | None = None
-    """Password of the certificate's private key, if it has one."""
-
-    certificate_password_file: Path | None = None
-    """File holding the certificate password; ``AZURE_CLIENT_CERTIFICATE_PASSWORD`` is the fallback."""
-
-    federated_token_file: Path | None = None
-    """Workload-identity token file; falls back to ``AZURE_FEDERATED_TOKEN_FILE`` (set by the AKS webhook)."""
-
-    authority: str | None = None
-    """Microsoft Entra host for sovereign clouds, e.g. ``login.microsoftonline.us``; default public cloud."""
 
 
 class StorageScopedCredential:
@@ -304,9 +265,16 @@ def _require_ids(kind: CredentialKind, tenant_id: str | None, client_id: str | N
 def _resolve_secret(
     value: SecretStr | None, file: Path | None, env: Mapping[str, str], env_name: str, *, what: str
 ) -> str | None:
-    """Pick a secret from the config value, then the mounted file, then the environment."""
+    """Pick a secret from the config value, then the mounted file, then the environment.
+
+    A config value follows every secret setting's rule: it may be a ``${env:NAME}`` / ``${file:/path}`` reference,
+    resolved only here (``connector.secrets``).
+    """
     if value is not None:
-        return value.get_secret_value()
+        try:
+            return resolve_secret_references(value.get_secret_value(), f"the {what}")
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
     if file is not None:
         try:
             return file.read_text(encoding="utf-8").strip()

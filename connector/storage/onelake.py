@@ -64,7 +64,7 @@ from urllib3.util.retry import Retry
 from connector.errors import WriterFenced
 from connector.storage.azure_errors import error_code
 from connector.storage.base import TEMP_PREFIX, FileInfo, Storage, WriterIdentity, join
-from connector.storage.credentials import CredentialConfig, StorageIdentity, build_credential
+from connector.storage.credentials import StorageIdentity, build_credential
 from connector.storage.errors import (
     InvalidCredential,
     StorageAccessDenied,
@@ -72,6 +72,7 @@ from connector.storage.errors import (
     StorageNotFound,
     StorageUnavailable,
 )
+from connector.storage.identity import CredentialConfig
 from connector.storage.onelake_lease import LEASE_DURATION_S, OneLakeLease
 from connector.storage.onelake_location import OneLakeLocation, parse_location
 from connector.storage.retry import TRANSIENT_STATUSES, BackoffRetryPolicy, RetrySettings

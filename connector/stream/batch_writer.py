@@ -22,8 +22,8 @@ import pyarrow as pa
 from connector.collect.pieces import CollectContext
 from connector.operate import metrics
 from connector.publish.batch_result import BatchResult
-from connector.sink import MirrorSink, PlannedBatch
-from connector.storage import CredentialKind
+from connector.sink import MirrorSink, SinkBatch
+from connector.storage.location import StorageLocation
 from connector.stream.batch_retry import retry_transient
 from connector.stream.slices import SliceTask, collect_slices
 from connector.stream.spark_checkpoint import SparkCheckpoint
@@ -49,18 +49,18 @@ class PublishBehind:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish-behind")
         self._future: Future[None] | None = None
 
-    def submit(self, planned: PlannedBatch, started: float, collected: float) -> None:
+    def submit(self, planned: SinkBatch, started: float, collected: float) -> None:
         """Publish ``planned`` behind the caller; the batch before it must have been waited for."""
         self.wait()
         self._future = self._pool.submit(self._finish, planned, started, collected)
 
-    def _finish(self, planned: PlannedBatch, started: float, collected: float) -> None:
+    def _finish(self, planned: SinkBatch, started: float, collected: float) -> None:
         try:
             with self.sink.lock:
-                result = self.sink.finish(planned)
+                result = planned.finish()
         except BaseException:
             # Raised again by the next ``wait`` (the next batch, or the stop); readiness says so meanwhile.
-            self._failed(planned.result.batch_id)
+            self._failed(planned.batch_id)
             raise
         self._done(result, started, collected)
 
@@ -89,13 +89,13 @@ class BatchWriter:
         columnar: bool = True,
         *,
         spark_checkpoint: SparkCheckpoint,
-        credential: CredentialKind = "default",
+        landing: StorageLocation,
         stop: threading.Event | None = None,
         publish_behind: bool = True,
     ) -> None:
         self.sink = sink
-        # The executors stage their files in the sink's landing zone (its URL is absolute) with this identity.
-        self.landing = (sink.landing.url, credential)
+        # The executors stage their files in the landing zone: each task carries where it is and as whom.
+        self.landing = landing
         self.stop = stop  # a graceful stop ends the wait between retries of a transiently failed batch
         self.health = health
         self.decode_on = decode_on
@@ -123,46 +123,45 @@ class BatchWriter:
         started = time.monotonic()
         if self.decode_on != "executors":
             with self.sink.lock:
-                if self._published(batch_id):
-                    result = self.sink.process_collected(batch_id, [])
-                else:
+                batch = self._begin(batch_id)
+                collected = started
+                if not batch.published:
                     table = frame.toArrow()
                     collected = time.monotonic()
-                    result = self.sink.process_table(batch_id, table, columnar=self.columnar)
-                    self._report(result, started, collected)
-                    return
-            self._report(result, started, started)
+                    batch.plan(records_table=table, columnar=self.columnar)
+                else:
+                    batch.plan()
+                result = batch.finish()
+            self._report(result, started, collected)
             return
         planned, collected = self._collect_and_plan(frame, batch_id)
         if self._behind is not None:
             self._behind.submit(planned, started, collected)
             return
         with self.sink.lock:
-            result = self.sink.finish(planned)
+            result = planned.finish()
         self._report(result, started, collected)
 
-    def _published(self, batch_id: int) -> bool:
-        """Whether Spark runs a batch the ledger published already (with the same offsets; else this refuses).
+    def _begin(self, batch_id: int) -> SinkBatch:
+        """Begin a batch with Spark's offsets for it (a replay of a published batch is recognised, else refused).
 
         Spark logged the batch's offsets before calling us: a batch id counts as published only when the ledger
         recorded the same offsets for it (never skip unknown records).
         """
         offsets = self.spark_checkpoint.offsets(batch_id)
-        return self.sink.expect_source(batch_id, offsets, str(self.spark_checkpoint.folder))
+        return self.sink.begin(batch_id, offsets, str(self.spark_checkpoint.folder))
 
-    def _collect_and_plan(self, frame: DataFrame, batch_id: int) -> tuple[PlannedBatch, float]:
+    def _collect_and_plan(self, frame: DataFrame, batch_id: int) -> tuple[SinkBatch, float]:
         """Collect and stage on the executors (behind the previous batch's publish), then plan under the lock."""
-        if self._behind is not None and not self.sink.recovered:
-            # After a failure the sink recovers first, which must not run beside a publish.
-            self._behind.wait()
         context = self.sink.collect_context()
         slices = collect_slices(frame, self._task(batch_id, context))
         collected = time.monotonic()
         if self._behind is not None:
             self._behind.wait()
         with self.sink.lock:
-            if not self._published(batch_id):
-                now = self.sink.collect_context()
+            batch = self._begin(batch_id)
+            if not batch.published:
+                now = batch.context
                 if now != context:
                     # The previous batch's publish stopped a table, or a rebuild moved on: what the slices were
                     # collected with no longer holds. Their files go, and the batch is collected again.
@@ -172,10 +171,10 @@ class BatchWriter:
                     self.sink.discard(slices)
                     slices = collect_slices(frame, self._task(batch_id, now))
                     collected = time.monotonic()
-            return self.sink.plan_collected(batch_id, slices), collected
+            return batch.plan(slices), collected
 
     def _task(self, batch_id: int, context: CollectContext) -> SliceTask:
-        return SliceTask(batch_id, context, *self.landing, columnar=self.columnar)
+        return SliceTask(batch_id, context, self.landing, columnar=self.columnar)
 
     def _publish_failed(self, batch_id: int) -> None:
         self.health.set(False, f"batch {batch_id} failed while it was published")

@@ -10,31 +10,30 @@ connector's ledger in ``<checkpoint>/ledger``.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import re
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from connector.config import ConnectorSettings, load_settings
+from connector.config import ConnectorSettings, spark_interval
 from connector.debezium.decoder import open_decoder
 from connector.debezium.types import type_policy
 from connector.errors import ConfigError, ConnectorError
+from connector.mirror_writer import MirrorWriter, open_mirror_writer
 from connector.operate import metrics
-from connector.operate.deadletter_output import open_dead_letter_writer
 from connector.operate.job_status import JobStatusRecorder
-from connector.publish.fence import WriterFence
 from connector.publish.ledger import BatchLedger
-from connector.publish.source_identity import check_source, check_topics
+from connector.publish.source_identity import check_topic_prefix, check_topics
 from connector.secrets import has_secret_reference, is_secret_setting, resolve_secret_references
 from connector.sink import MirrorSink
-from connector.storage import is_remote, open_storage
+from connector.storage import is_remote
+from connector.storage.location import StorageLocation
 from connector.stream.batch_writer import BatchWriter
 from connector.stream.broker_check import BrokerCheck
 from connector.stream.data_loss_healing import heal_data_loss, kafka_check
@@ -54,7 +53,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-    from connector.storage.base import Storage
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +83,9 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
         .config("spark.sql.streaming.stopTimeout", str(int(QUERY_STOP_TIMEOUT_S * 1000)))
         # One Arrow batch per partition slice rather than many small ones.
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+        # Off (Spark 4.1+ defaults it on): staging assumes each task holds whole Kafka partition slices in offset
+        # order (connector.stream.slices), and AQE may re-plan a micro-batch's partitions behind that assumption.
+        .config("spark.sql.adaptive.streaming.stateless.enabled", "false")
     )
     if settings.source.kind == "kafka":
         builder = builder.config("spark.jars", ",".join(kafka_jars()))
@@ -105,16 +106,6 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
     for key, value in secret_conf.items():
         spark.conf.set(key, resolve_secret_references(value, f"spark.conf.{key}"))
     return spark
-
-
-def spark_interval(trigger: str) -> str:
-    """``10s`` → ``10 seconds``: Spark's interval syntax needs the unit spelled out."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)", trigger)
-    if not match:
-        msg = f"trigger must be 'available-now' or an interval like '10s', got {trigger!r}"
-        raise ConfigError(msg)
-    units = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
-    return f"{match[1]} {units[match[2]]}"
 
 
 def offsets_behind(progress: dict[str, Any]) -> list[tuple[str, int, int]]:
@@ -182,10 +173,9 @@ def _exit_reason(code: int, graceful: GracefulStop, trigger: str) -> str:
     return "caught up (trigger available-now)" if trigger == "available-now" else "the query ended"
 
 
-def _run_query(started: _Started, graceful: GracefulStop, status: JobStatusRecorder) -> int:
+def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRecorder) -> int:
     """Run Spark's query until it ends or a stop is requested; the exit code."""
-    settings, health, fabric_status, sink, spark_checkpoint = started
-    checkpoint = Path(settings.checkpoint)
+    settings, health, fabric_status, sink = started.settings, started.health, started.fabric_status, started.writer.sink
     spark = spark_session(settings)
     # Again after the session: PySpark's SparkContext installs a SIGINT handler of its own that calls into the JVM.
     restore_signals = graceful.install()
@@ -197,19 +187,11 @@ def _run_query(started: _Started, graceful: GracefulStop, status: JobStatusRecor
         health,
         settings.spark.decode_on,
         settings.spark.columnar_decode,
-        spark_checkpoint=spark_checkpoint,
-        credential=settings.landing_zone.credential,
+        spark_checkpoint=started.spark_checkpoint,
+        landing=started.writer.landing_location,
         stop=graceful.requested,
     )
-    writer = stream(spark, settings).writeStream.foreachBatch(
-        graceful.gate(batch_writer, on_refuse=_quiet_query_errors)
-    )
-    writer = writer.option("checkpointLocation", str(checkpoint / "spark"))
-    if settings.trigger == "available-now":
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=spark_interval(settings.trigger))
-    query = writer.start()
+    query = _start_query(spark, settings, graceful.gate(batch_writer, on_refuse=_quiet_query_errors))
     status.running()
     health.set(True, "running")
     broker_check = None
@@ -232,21 +214,48 @@ def _run_query(started: _Started, graceful: GracefulStop, status: JobStatusRecor
         if fabric_status is not None:
             fabric_status.stop()
     health.set(False, "stopped")
+    stopped = _report_tables(sink)
+    spark.stop()
+    return 1 if stopped else 0
+
+
+def _start_query(
+    spark: SparkSession, settings: ConnectorSettings, write_batch: Callable[[Any, int], None]
+) -> StreamingQuery:
+    """Start the streaming query: the source's micro-batches into ``write_batch`` (``foreachBatch``)."""
+    writer = stream(spark, settings).writeStream.foreachBatch(write_batch)
+    writer = writer.option("checkpointLocation", str(Path(settings.checkpoint) / "spark"))
+    if settings.trigger == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=spark_interval(settings.trigger))
+    return writer.start()
+
+
+def _report_tables(sink: MirrorSink) -> dict[str, str]:
+    """Log the tables left stopped or rebuilding when the query ended; the stopped ones (the exit code's reason)."""
     stopped = sink.stopped_tables
     for table, reason in sorted(stopped.items()):
         log.error("table stopped: %s: %s", table, reason)
     for table, phase in sorted(sink.rebuilding_tables.items()):
         log.warning("table rebuilding: %s: %s (it goes on at the next start)", table, phase)
-    spark.stop()
-    return 1 if stopped else 0
+    return stopped
 
 
-_Started = tuple[ConnectorSettings, metrics.HealthState, FabricStatusPoller | None, MirrorSink, SparkCheckpoint]
+@dataclass(frozen=True)
+class StartedJob:
+    """What start-up hands the query: the settings Spark starts with, health, the writer, Spark's checkpoint."""
+
+    settings: ConnectorSettings
+    health: metrics.HealthState
+    fabric_status: FabricStatusPoller | None
+    writer: MirrorWriter
+    spark_checkpoint: SparkCheckpoint
 
 
 def _start_up(
     settings: ConnectorSettings, graceful: GracefulStop, status: JobStatusRecorder, *, resume_from_ledger_offsets: bool
-) -> _Started | None:
+) -> StartedJob | None:
     """Every check and recovery before Spark starts; ``None`` when a stop was requested meanwhile."""
     if is_remote(settings.checkpoint):
         msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
@@ -254,26 +263,14 @@ def _start_up(
     topics = check_before_spark(settings)
     if topics:
         settings = with_consumer_cache(settings, sum(topics.values()))
-    checkpoint = Path(settings.checkpoint)
-    spark_checkpoint = SparkCheckpoint(checkpoint / "spark")
+    spark_checkpoint = SparkCheckpoint(Path(settings.checkpoint) / "spark")
     if not resume_from_ledger_offsets:
         # A checkpoint another source wrote (the file source's, another broker's or database's topics), or one
         # whose topics the pattern no longer matches, fails inside Spark, or as a misleading data-loss error:
         # refused first, read-only, before the landing zone. A resume moves that folder aside instead.
         spark_checkpoint.verify_source(settings.source)
-    landing = open_storage(settings.landing_zone.url, settings.landing_zone.credential)
-    # A landing zone mirrors one Debezium source: topics of another prefix, or two topics for one table folder,
-    # are refused here, read-only (the ledger is read, not locked).
-    prefix = None
     if topics is not None:
-        prefix = check_topics(topics, settings.mirror, landing.url)
-        check_source(
-            prefix,
-            landing,
-            BatchLedger(open_storage(str(checkpoint))).state,
-            where_ledger=str(checkpoint),
-            topics=settings.source.topics,
-        )
+        _check_topic_prefix(settings, topics)
     if graceful.requested.is_set():
         return None
     check_debezium_settings(settings)
@@ -283,67 +280,88 @@ def _start_up(
         log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
     # An incomplete fabric_status section, wrong ids or a stopped database fail here; later reads never stop it.
     fabric_status = FabricStatusPoller.open(settings, health)
-    # One writer per checkpoint and landing zone, held until exit: taken before the ledger is read or the
-    # start-up clean-up runs, so a second instance is refused before it can delete our uploads.
-    fence = WriterFence(landing, open_storage(str(checkpoint))).hold_until_exit()
-    status.arm(fence.checkpoint)
     # A missing schema registry URL fails here, before Spark starts.
     open_decoder(settings.source, type_policy(settings.mirror))
-    sink = MirrorSink(
-        fence.landing,
-        fence.checkpoint,
-        settings.mirror,
-        source=settings.source,
-        dead_letters=open_dead_letter_writer(settings),
+    # One writer per checkpoint and landing zone, held until exit: taken before the ledger is read or the
+    # start-up clean-up runs, so a second instance is refused before it can delete our uploads.
+    writer = open_mirror_writer(
+        settings,
+        until_exit=True,
+        on_fenced=status.arm,
         snapshot_signal=KafkaSnapshotSignal(settings.source, settings.mirror.rebuild)
         if settings.source.kind == "kafka"
         else None,
         # A rebuild waits until Fabric no longer lists the table: read fresh when it asks.
         fabric_tables=fabric_status.poll_once if fabric_status is not None else None,
     )
-    completed = sink.recover()
-    if prefix is not None:
-        # Checked against the landing zone and the ledger (after recovery, which commits older plans' states);
-        # recorded with the first batch's commit.
-        sink.admit_source(topics or ())
-    # Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make
-    # Spark reuse batch ids the ledger calls published (silent loss), so they must agree before Spark starts.
-    if resume_from_ledger_offsets:
-        resume_from_ledger(sink.ledger, spark_checkpoint, fence.landing)
-    if topics is not None:
-        # Before the checkpoints are compared: a crash while Spark's was being moved aside is finished here.
-        _heal_data_loss(settings, sink, spark_checkpoint, fence.landing, topics)
-    spark_checkpoint.verify_ledger(sink.ledger.state)
-    sink.advance_rebuilds()  # a rebuild requested while the connector was down starts before the first batch
-    resume = sink.ledger.state.resume_offsets
-    if resume is not None:
-        start = starting_offsets(resume, settings.source)
-        log.info("a new Spark checkpoint starts from the ledger's end offsets: %s", start)
-        settings = settings.model_copy(
-            update={"source": settings.source.model_copy(update={"starting_offsets": start})}
-        )
-    metrics.set_table_states(sink)
+    settings = _agree_with_ledger(settings, writer, spark_checkpoint, topics, resume=resume_from_ledger_offsets)
+    metrics.set_table_states(writer.sink)
     if graceful.requested.is_set():
         return None
     log.info(
         "starting source=%s topics=%s landing_zone=%s checkpoint=%s trigger=%s kafka_options=%s recovered_batches=%d",
         settings.source.kind,
         settings.source.topics,
-        landing.url,
-        checkpoint,
+        writer.landing_location,
+        settings.checkpoint,
         settings.trigger,
         settings.source.redacted_kafka_options(),
-        completed,
+        writer.sink.completed_at_start,
     )
-    return settings, health, fabric_status, sink, spark_checkpoint
+    return StartedJob(settings, health, fabric_status, writer, spark_checkpoint)
+
+
+def _check_topic_prefix(settings: ConnectorSettings, topics: Collection[str]) -> None:
+    """A landing zone mirrors one Debezium source: refuse topics of another prefix, or two for one table folder.
+
+    Read-only, before the fence: the landing zone is listed and the ledger read, not locked.
+    """
+    location = settings.landing_zone.location
+    prefix = check_topics(topics, settings.mirror, location.url)
+    checkpoint = StorageLocation(settings.checkpoint, setting="checkpoint")
+    check_topic_prefix(
+        prefix,
+        location.open(),
+        BatchLedger(checkpoint.open()).state,
+        where_ledger=settings.checkpoint,
+        topics=settings.source.topics,
+    )
+
+
+def _agree_with_ledger(
+    settings: ConnectorSettings,
+    writer: MirrorWriter,
+    spark_checkpoint: SparkCheckpoint,
+    topics: Collection[str] | None,
+    *,
+    resume: bool,
+) -> ConnectorSettings:
+    """Bring Spark's checkpoint and the ledger to agree before Spark starts; the settings Spark starts with.
+
+    Spark's checkpoint and the ledger are separate folders: a deleted or older Spark checkpoint would make Spark
+    reuse batch ids the ledger calls published (silent loss), so they must agree first.
+    """
+    sink = writer.sink
+    if topics is not None:
+        # Checked against the landing zone and the ledger (after the sink's recovery, which commits older plans'
+        # states); recorded with the first batch's commit.
+        sink.admit_source(topics)
+    if resume:
+        resume_from_ledger(writer.ledger, spark_checkpoint, writer.landing)
+    if topics is not None:
+        # Before the checkpoints are compared: a crash while Spark's was being moved aside is finished here.
+        _heal_data_loss(settings, writer, spark_checkpoint, topics)
+    spark_checkpoint.verify_ledger(sink.state)
+    sink.advance_rebuilds()  # a rebuild requested while the connector was down starts before the first batch
+    if sink.state.resume_offsets is None:
+        return settings
+    start = starting_offsets(sink.state.resume_offsets, settings.source)
+    log.info("a new Spark checkpoint starts from the ledger's end offsets: %s", start)
+    return settings.model_copy(update={"source": settings.source.model_copy(update={"starting_offsets": start})})
 
 
 def _heal_data_loss(
-    settings: ConnectorSettings,
-    sink: MirrorSink,
-    spark_checkpoint: SparkCheckpoint,
-    landing: Storage,
-    topics: Collection[str],
+    settings: ConnectorSettings, writer: MirrorWriter, spark_checkpoint: SparkCheckpoint, topics: Collection[str]
 ) -> None:
     """Find records Kafka no longer holds before Spark trips over them, and heal them (``mirror.on_data_lost``).
 
@@ -352,12 +370,12 @@ def _heal_data_loss(
     0 only when Spark would read them so (its own checkpoint); a resume starts them at their first record.
     """
     heal_data_loss(
-        sink.ledger,
+        writer.ledger,
         spark_checkpoint,
-        landing,
+        writer.landing,
         settings.mirror,
         kafka_check(settings.source),
-        subscribed=topics if sink.ledger.state.resume_offsets is None else (),
+        subscribed=topics if writer.ledger.state.resume_offsets is None else (),
         now=time.time(),
     )
 
@@ -470,23 +488,3 @@ def _terminated(query: StreamingQuery, graceful: GracefulStop, on_data_lost: str
         if graceful.explains(exc):
             return True
         raise _query_failure(str(exc), on_data_lost) from None
-
-
-def run_from_args(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
-    """``run`` with CLI flags layered over the environment and the YAML file."""
-    flags = {
-        "source.bootstrap_servers": args.bootstrap_servers,
-        "source.topics": args.topics,
-        "source.path": args.source_path,
-        "source.max_offsets_per_trigger": args.max_offsets_per_trigger,
-        "source.starting_offsets": args.starting_offsets,
-        "landing_zone.url": args.landing_zone,
-        "checkpoint": args.checkpoint,
-        "trigger": args.trigger,
-        "metrics.port": args.metrics_port,
-        "spark.master": args.spark_master,
-        **overrides,
-    }
-    if args.bootstrap_servers:
-        flags["source.kind"] = "kafka"
-    return run(load_settings(args.config, **flags), resume_from_ledger_offsets=args.resume_from_ledger)

@@ -17,18 +17,19 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from connector.config import ConnectorSettings, SourceSettings
 from connector.errors import ConfigError
 from connector.kafka_client import client_security_options
 from connector.operate.metrics import metrics_port_problem
-from connector.storage import CredentialKind, is_remote
+from connector.storage import is_remote
 from connector.storage.base import TEMP_PREFIX
 from connector.storage.errors import InvalidCredential, StorageError
+from connector.storage.location import StorageLocation, check_url
 from connector.stream.source import kafka_jars, source_path
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def check_before_spark(settings: ConnectorSettings) -> dict[str, int] | None:
         )
         raise ConfigError(msg)
     if is_remote(landing_zone.url):
-        check_remote_landing_zone(landing_zone.url, landing_zone.credential)
+        check_remote_landing_zone(landing_zone.location)
     if source.kind == "files":
         source_path(source)
         return None
@@ -90,40 +91,11 @@ def check_before_spark(settings: ConnectorSettings) -> dict[str, int] | None:
 
 
 def check_landing_zone_url(url: str) -> None:
-    """Refuse an empty landing zone, a URL with a SAS token, and a URL the OneLake backend cannot parse.
-
-    An empty setting used to mean "the current directory": the job then wrote table folders wherever it
-    was started. A SAS token would travel into logs with the URL; the storage backend authenticates with
-    an identity (``landing_zone.credential``) instead.
-    """
-    if not url.strip():
-        msg = "landing_zone.url is empty; give a local folder or a OneLake URL (--landing-zone)"
-        raise ConfigError(msg)
-    if not is_remote(url):
-        return
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:  # not even a URL: parse_location says why, without the query
-        parts = None
-    if parts is not None and (parts.query or parts.fragment):
-        shown = f"{parts.scheme}://{parts.netloc}{parts.path}"
-        msg = (
-            f"landing_zone.url {shown} carries a query string (a SAS token?), which is not accepted: it would "
-            "be logged with the URL. Remove it and use a credential instead (landing_zone.credential: "
-            "workload_identity, managed_identity, client_secret, client_certificate or default)"
-        )
-        raise ConfigError(msg)
-    from connector.storage.onelake_location import parse_location
-
-    try:
-        parse_location(url)
-    except ValueError as exc:
-        shown = url.strip().split("?", 1)[0].split("#", 1)[0]
-        msg = f"landing_zone.url {shown} is not a landing-zone URL: {exc}"
-        raise ConfigError(msg) from None
+    """Refuse an empty landing zone, a URL with a SAS token, and a URL the OneLake backend cannot parse."""
+    check_url(url, "landing_zone.url")
 
 
-def check_remote_landing_zone(url: str, credential: CredentialKind) -> None:
+def check_remote_landing_zone(location: StorageLocation) -> None:
     """Prove a OneLake / ADLS Gen2 landing zone with the job's identity: list its folder, write a probe.
 
     The folder must exist already (Fabric creates ``Files/LandingZone`` with the mirrored database): a
@@ -140,15 +112,15 @@ def check_remote_landing_zone(url: str, credential: CredentialKind) -> None:
     from connector.storage.onelake import open_onelake
 
     try:
-        storage = open_onelake(url, credential)
+        storage = open_onelake(location.url, location.identity)
     except InvalidCredential as exc:
-        msg = f"landing_zone.credential {credential}: {exc}"
+        msg = f"landing_zone.credential {location.identity.kind}: {exc}"
         raise ConfigError(msg) from None
     try:
         with storage:
             storage.check(create_root=False, probe_write=True)
     except StorageError as exc:
-        msg = f"landing_zone.url {url.strip()}: {exc}"  # a URL with a query was refused before
+        msg = f"landing_zone.url {location.url.strip()}: {exc}"  # a URL with a query was refused before
         raise type(exc)(msg, path=exc.path, operation=exc.operation) from None
 
 
@@ -213,6 +185,19 @@ def check_kafka(source: SourceSettings, trigger: str) -> dict[str, int] | None:
             "start-up Kafka check: source.kafka_options %s have no librdkafka form; checking without them",
             ", ".join(sorted(skipped)),
         )
+    metadata = _broker_metadata(bootstrap, options, source.connect_timeout_s)
+    matching = _matching_topics(source.topics, list(metadata.topics), bootstrap, trigger)
+    if matching is None:
+        return None
+    return {topic: len(metadata.topics[topic].partitions) for topic in matching}
+
+
+def _broker_metadata(bootstrap: str, options: dict[str, Any], timeout_s: float) -> ClusterMetadata:
+    """The cluster's metadata once a broker answers; a refusal ends the wait at once, silence at ``timeout_s``.
+
+    Raises:
+        ConfigError: No broker answered in time, or the brokers refused the client's credentials.
+    """
     reported: list[KafkaError] = []
     admin = AdminClient(
         {
@@ -223,7 +208,6 @@ def check_kafka(source: SourceSettings, trigger: str) -> dict[str, int] | None:
             "log_level": 0,
         }
     )
-    timeout_s = source.connect_timeout_s
     deadline = time.monotonic() + timeout_s
     while True:
         remaining = deadline - time.monotonic()
@@ -235,7 +219,7 @@ def check_kafka(source: SourceSettings, trigger: str) -> dict[str, int] | None:
                 reported.append(error)
         else:
             if metadata.brokers:
-                break
+                return metadata
         admin.poll(0)  # serves error_cb
         refusal = next((e for e in reported if e.code() in _REFUSALS), None)
         if refusal is not None:
@@ -250,10 +234,6 @@ def check_kafka(source: SourceSettings, trigger: str) -> dict[str, int] | None:
             last = _scrub(reported[-1].str(), options) if reported else "no answer"
             msg = f"no Kafka broker of {bootstrap} answered within {timeout_s:g}s (source.connect_timeout_s): {last}"
             raise ConfigError(msg)
-    matching = _matching_topics(source.topics, list(metadata.topics), bootstrap, trigger)
-    if matching is None:
-        return None
-    return {topic: len(metadata.topics[topic].partitions) for topic in matching}
 
 
 def _matching_topics(pattern: str, topics: list[str], bootstrap: str, trigger: str) -> list[str] | None:

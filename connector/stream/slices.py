@@ -4,7 +4,7 @@ Spark's Kafka source makes one partition per Kafka partition (per offset range),
 encoding run in Spark's Python workers, in parallel over the executors' cores, and each task writes its
 pieces as staged files into the landing zone itself (``connector.collect.staging``). Only their metadata
 (paths, rows, sizes, hashes, column types, stops, dead letters) travels to the driver, which numbers, renames
-and commits (``MirrorSink.process_collected``): the driver's memory and CPU do not grow with the batch's bytes.
+and commits (``SinkBatch.plan``): the driver's memory and CPU do not grow with the batch's bytes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import pyarrow as pa
 from connector.collect.pieces import CollectContext, Collected
 from connector.collect.slice import collect_slice
 from connector.collect.staging import stage_slice
-from connector.storage import CredentialKind, Storage, open_storage
+from connector.storage import Storage
+from connector.storage.location import StorageLocation
 from connector.stream.python_worker import prepare_worker
 
 if TYPE_CHECKING:
@@ -39,8 +40,7 @@ class SliceTask:
 
     batch_id: int
     context: CollectContext
-    landing_url: str  # absolute: a worker's working directory is not the driver's
-    credential: CredentialKind  # the same identity kind as the driver's (its settings come from the environment)
+    landing: StorageLocation  # absolute (a worker's working directory is not the driver's), with its identity
     columnar: bool = True
 
 
@@ -74,7 +74,7 @@ def collect_partition(task: SliceTask, batches: Iterator[pa.RecordBatch]) -> Ite
     if not arrow_batches:
         return
     collected = collect_slice(task.context, pa.Table.from_batches(arrow_batches), columnar=task.columnar)
-    staged = stage_slice(_landing(task.landing_url, task.credential), task.batch_id, collected, task.context)
+    staged = stage_slice(_landing(task.landing), task.batch_id, collected, task.context)
     # A later attempt (after a failed or lost one, whose staged files stay behind).
     staged.retried = spark_task is not None and spark_task.attemptNumber() > 0
     data = pickle.dumps(staged, protocol=pickle.HIGHEST_PROTOCOL)
@@ -88,13 +88,12 @@ def _task_context() -> TaskContext | None:
     return TaskContext.get()
 
 
-_opened: dict[tuple[str, str], Storage] = {}
+_opened: dict[StorageLocation, Storage] = {}
 
 
-def _landing(url: str, credential: CredentialKind) -> Storage:
+def _landing(location: StorageLocation) -> Storage:
     """The landing zone, opened once per Python worker (Spark reuses workers across tasks and batches)."""
-    key = (url, credential)
-    storage = _opened.get(key)
+    storage = _opened.get(location)
     if storage is None:
-        storage = _opened[key] = open_storage(url, credential)
+        storage = _opened[location] = location.open()
     return storage

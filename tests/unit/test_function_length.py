@@ -1,7 +1,6 @@
 """Functions stay short: at most 60 lines from ``def`` to the last line (docstring included), in all of ``connector/``.
 
-A function that needs more does several things; split it into named steps. The allow-list below only shrinks:
-an entry whose function got short (or gone) fails too, so it is removed with the change that shortens it.
+A function that needs more does several things; split it into named steps.
 """
 
 from __future__ import annotations
@@ -11,12 +10,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "connector"
 MAX_LINES = 60
-
-#: ``path:qualified name`` of the functions still longer than ``MAX_LINES``. Only ever remove entries.
-ALLOWED = {
-    "stream/job.py:_start_up",
-    "stream/preflight.py:check_kafka",
-}
 
 
 def _function_lengths() -> dict[str, int]:
@@ -41,11 +34,5 @@ def _function_lengths() -> dict[str, int]:
 def test_no_function_is_longer_than_60_lines() -> None:
     lengths = _function_lengths()
     assert len(lengths) > 100  # the walk sees the package
-    too_long = {name: n for name, n in lengths.items() if n > MAX_LINES and name not in ALLOWED}
+    too_long = {name: n for name, n in lengths.items() if n > MAX_LINES}
     assert too_long == {}, f"split these into named steps (at most {MAX_LINES} lines each): {too_long}"
-
-
-def test_the_allow_list_only_holds_functions_still_too_long() -> None:
-    lengths = _function_lengths()
-    stale = sorted(name for name in ALLOWED if lengths.get(name, 0) <= MAX_LINES)
-    assert stale == [], f"now at most {MAX_LINES} lines (or gone): remove them from ALLOWED: {stale}"

@@ -1,9 +1,9 @@
 """The floor plan holds: imports only go down the layers, and no module imports itself back through others.
 
 Layers, top to bottom (a module may import its own package and anything on a lower layer):
-``__main__`` → ``commands`` → ``stream`` → ``oracle`` → ``sink`` → ``operate`` → ``publish`` → ``collect`` →
-``landing_zone`` → ``debezium``, ``kafka_client``, ``record_columns`` → ``config`` → ``storage`` → ``secrets``,
-``kcat`` → ``errors``, ``events``. Every import counts, also those inside functions.
+``__main__`` → ``commands`` → ``stream`` → ``oracle``, ``mirror_writer`` → ``sink`` → ``operate`` → ``publish`` →
+``collect`` → ``landing_zone`` → ``debezium``, ``kafka_client``, ``record_columns`` → ``config`` → ``storage`` →
+``secrets``, ``kcat`` → ``errors``, ``events``. Every import counts, also those inside functions.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "operate": 8,
     "sink": 9,
     "oracle": 10,
+    "mirror_writer": 10,  # the composition root of run and convert: fence, storages, ledger, sink
     "stream": 11,
     "commands": 12,
     "__main__": 13,

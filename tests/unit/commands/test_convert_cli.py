@@ -15,7 +15,7 @@ import pytest
 
 from connector.commands.cli import build_parser, main
 from connector.commands.convert import convert
-from connector.config import MirrorSettings
+from connector.config import load_settings
 from connector.events import KafkaRecord
 from connector.kcat import kcat_line
 from connector.oracle.replay import replay_landing_zone
@@ -241,7 +241,8 @@ def test_convert_through_the_columnar_lane_writes_what_the_record_path_writes(tm
     outputs = {}
     for columnar in (True, False):
         lz = tmp_path / f"lz-{columnar}"
-        summary = convert([str(dump)], str(lz), None, MirrorSettings(), 500, columnar=columnar)
+        settings = load_settings(**{"landing_zone.url": str(lz), "spark.columnar_decode": columnar})
+        summary = convert([str(dump)], settings, checkpoint=None, batch_size=500)
         assert summary.ok and summary.rows
         outputs[columnar] = {str(p.relative_to(lz)): p.read_bytes() for p in sorted(lz.rglob("*")) if p.is_file()}
     assert outputs[True] == outputs[False]

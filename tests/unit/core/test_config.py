@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from connector.commands.check_config import SCHEMA_FILE, check_config_file, config_json_schema
-from connector.config import load_settings
+from connector.config import load_settings, spark_interval
 from connector.errors import ConfigError
 from connector.secrets import redact, redact_url
-from connector.stream.job import spark_interval
 
 
 def test_precedence_yaml_env_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -411,7 +411,7 @@ def test_delimited_text_with_full_metadata(zone: Zone, fmt: str, delimiter: str)
 
 
 def _only_table(sink: MirrorSink) -> TableState:
-    (state,) = sink.ledger.state.tables.values()
+    (state,) = sink.state.tables.values()
     return state
 
 
@@ -711,8 +711,7 @@ def test_uploads_a_crash_left_behind_are_removed_on_start_and_published_files_ke
     # leave them for ever, and must touch nothing else.
     zone.write(f"{CUSTOMERS}/_tmp_3f2a9c0d1e.part", b"half an upload")
     zone.write("_tmp_77aa01.part", b"")
-    restarted = zone.sink()
-    restarted.recover()  # what the job and convert do on start
+    restarted = zone.sink()  # the sink recovers when it is built, as the job and convert build it on start
     assert zone.snapshot() == published
     assert validate_landing_zone(zone.storage) == []
     restarted.process_batch(1, [t.record("c", None, row(3))])
@@ -860,3 +859,26 @@ def test_recovering_a_plan_whose_files_mirroring_already_processed_and_deleted_s
     restarted.process_batch(1, [t.record("u", None, row(1, "v2"))])
     assert restarted.stopped_tables == {}
     assert [name(p) for p in zone.table_files()] == [f"{n:020d}.parquet" for n in (3, 4)]
+
+
+# -- a batch as one object ----------------------------------------------------------------------------------
+
+
+def test_a_batch_is_begun_planned_and_finished_in_that_order_once(zone: Zone) -> None:
+    t = customers()
+    sink = zone.sink()
+    batch = sink.begin(0)
+    with pytest.raises(RuntimeError, match="batch 0 is begun, it cannot be finished now"):
+        batch.finish()
+    batch.plan(records=[t.record("c", None, row(1))])
+    with pytest.raises(RuntimeError, match="batch 0 is planned, it cannot be planned now"):
+        batch.plan(records=[t.record("c", None, row(2))])
+    assert batch.finish().files == 1
+    with pytest.raises(RuntimeError, match="batch 0 is finished, it cannot be finished now"):
+        batch.finish()
+    assert zone.markers() == [(1, 0)]
+    # The same batch id again (Spark's replay after a crash before its own commit) publishes nothing.
+    again = zone.sink().begin(0)
+    assert again.published
+    assert again.plan(records=[t.record("c", None, row(2))]).finish().already_committed
+    assert zone.markers() == [(1, 0)]

@@ -53,7 +53,6 @@ def test_a_changed_table_costs_five_round_trips_and_a_first_touch_six(tmp_path: 
 
         # A new process (a restart): start-up recovery first, then its first batch of each table.
         sink = MirrorSink(landing, LocalStorage(tmp_path / "cp"), MirrorSettings())
-        sink.recover()
         before = Counter(server.operations)
         sink.process_batch(2, [t.record("u", None, {"id": 2, "name": "c"}) for t in topics])
         assert spent_since(server, before) == times_tables(

@@ -31,14 +31,14 @@ import pyarrow as pa
 import pytest
 
 from connector.commands.convert import convert
-from connector.config import MirrorSettings, SchemaRegistrySettings, SourceSettings
+from connector.config import MirrorSettings, SchemaRegistrySettings, SourceSettings, load_settings
 from connector.debezium import schema_registry
 from connector.events import KafkaRecord
 from connector.kcat import kcat_line
 from connector.oracle.delta_oracle import apply_to_delta
 from connector.oracle.fabric_types import fabric_type_problem
 from connector.sink import MirrorSink
-from connector.storage import open_storage
+from connector.storage import LocalStorage
 from tests.support.avro_connect import connect_to_avro_datum, connect_to_avro_schema, frame
 from tests.support.debezium import Topic, decimal_field, encode_decimal, field
 from tests.support.registry_double import RegistryDouble
@@ -336,7 +336,7 @@ def json_landing_zone(tmp: Path, connector: str) -> Path:
     dump = tmp / "dump.jsonl"
     dump.write_bytes(b"".join(kcat_line(record) for record in change_events(connector)))
     landing = tmp / "landing-json"
-    summary = convert([str(dump)], str(landing), None, MirrorSettings())
+    summary = convert([str(dump)], load_settings(**{"landing_zone.url": str(landing)}), checkpoint=None)
     assert summary.ok, (summary.stopped, summary.bad_lines)
     return landing
 
@@ -354,9 +354,7 @@ def avro_landing_zone(tmp: Path, connector: str, registry: RegistryDouble) -> Pa
         records.append(record._replace(key=framed[0], value=framed[1]))
     landing = tmp / "landing-avro"
     source = SourceSettings(value_format="avro", schema_registry=SchemaRegistrySettings(url=registry.url))
-    sink = MirrorSink(
-        open_storage(str(landing)), open_storage(str(tmp / "ledger-avro")), MirrorSettings(), source=source
-    )
+    sink = MirrorSink(LocalStorage(landing), LocalStorage(tmp / "ledger-avro"), MirrorSettings(), source=source)
     result = sink.process_batch(0, iter(records))
     assert not result.stopped, result.stopped
     return landing

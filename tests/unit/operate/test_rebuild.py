@@ -84,7 +84,7 @@ def test_automatic_rebuild_after_a_type_change_recreates_the_table_from_file_one
     sink, landing, _ = make_sink(tmp_path, signals, on_table_stopped="rebuild")
     t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
     stop_customers(sink, t, other)
-    table = sink.ledger.state.tables[CUSTOMERS]
+    table = sink.state.tables[CUSTOMERS]
     assert table.lifecycle.phase == DELETING and table.lifecycle.automatic_rebuilds == 1
     assert sink.stopped_tables == {} and sink.rebuilding_tables == {CUSTOMERS: DELETING}
     assert files(landing)  # deleted only at the next batch, under the same fence
@@ -94,7 +94,7 @@ def test_automatic_rebuild_after_a_type_change_recreates_the_table_from_file_one
     assert signals.sent == [(CUSTOMERS, "dbserver1.public.customers")]
     assert result.stopped == {}
     assert files(landing) == ["00000000000000000001.parquet", "_metadata.json"]
-    rebuilt = sink.ledger.state.tables[CUSTOMERS]
+    rebuilt = sink.state.tables[CUSTOMERS]
     assert (
         rebuilt.lifecycle.phase == SNAPSHOT_REQUESTED
         and rebuilt.lifecycle.stop_reason is None
@@ -102,7 +102,7 @@ def test_automatic_rebuild_after_a_type_change_recreates_the_table_from_file_one
     )
     assert rebuilt.arrow_schema().field("name").type.bit_width == 64  # type: ignore[union-attr]
     # The other table never stopped and kept its numbering.
-    assert sink.ledger.state.tables["public.orders"].lifecycle.stop_reason is None
+    assert sink.state.tables["public.orders"].lifecycle.stop_reason is None
     assert files(landing, "public.schema/orders")[:3] == [f"0000000000000000000{i}.parquet" for i in (1, 2, 3)]
 
 
@@ -112,7 +112,7 @@ def test_a_rebuild_waits_until_fabric_no_longer_lists_the_table(tmp_path: Path) 
     t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
     stop_customers(sink, t, other)
     sink.advance_rebuilds()
-    assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == WAITING
+    assert sink.state.tables[CUSTOMERS].lifecycle.phase == WAITING
     assert not landing.exists("public.schema/customers/_metadata.json")
     # Events of the table are skipped while Fabric still has it.
     result = sink.process_batch(2, [t.record("c", None, {"id": 3, "name": 7})])
@@ -120,7 +120,7 @@ def test_a_rebuild_waits_until_fabric_no_longer_lists_the_table(tmp_path: Path) 
     fabric.tables = {}
     sink.advance_rebuilds()
     assert signals.sent == [(CUSTOMERS, "dbserver1.public.customers")]
-    assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == SNAPSHOT_REQUESTED
+    assert sink.state.tables[CUSTOMERS].lifecycle.phase == SNAPSHOT_REQUESTED
 
 
 def test_without_a_readable_fabric_status_a_rebuild_waits_the_configured_delay(tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_a_manual_rebuild_survives_restarts_between_its_phases(
     assert len(pending_requests(checkpoint)) == 1
     signals.fail = True  # the signal cannot be sent: the rebuild waits, the folder is gone already
     sink.advance_rebuilds()
-    assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == WAITING and not files(landing)
+    assert sink.state.tables[CUSTOMERS].lifecycle.phase == WAITING and not files(landing)
     assert pending_requests(checkpoint) == []
 
     # A restart (kill -9: a new sink on the same ledger) goes on where the rebuild stood.
@@ -184,11 +184,11 @@ def test_a_request_served_before_a_crash_is_not_served_twice(tmp_path: Path) -> 
     path, request = pending_requests(checkpoint)[0]
     data = checkpoint.read_bytes(path)
     sink.advance_rebuilds()
-    at = sink.ledger.state.tables[CUSTOMERS].lifecycle.since
+    at = sink.state.tables[CUSTOMERS].lifecycle.since
     checkpoint.replace(path, data)  # the crash came after the commit, before the request file was removed
     restarted, _, _ = make_sink(tmp_path, signals, rebuild=RebuildSettings(wait_s=3600))
     restarted.advance_rebuilds()
-    table = restarted.ledger.state.tables[CUSTOMERS]
+    table = restarted.state.tables[CUSTOMERS]
     assert table.lifecycle.phase == WAITING and table.lifecycle.since == at and table.lifecycle.request == request.id
 
 
@@ -226,7 +226,7 @@ def test_tables_lines_carry_fabric_state_when_readable(tmp_path: Path) -> None:
         state = "Replicating"
         processed_rows = 1
 
-    line = table_lines(sink.ledger, {CUSTOMERS: Status()})[0]
+    line = table_lines(sink.state, {CUSTOMERS: Status()})[0]
     assert (line.state, line.files, line.rows, line.fabric_state, line.fabric_rows) == (
         "running",
         1,
@@ -234,8 +234,8 @@ def test_tables_lines_carry_fabric_state_when_readable(tmp_path: Path) -> None:
         "Replicating",
         1,
     )
-    assert table_lines(sink.ledger, {})[0].fabric_state == "absent"
-    assert table_lines(sink.ledger)[0].fabric_state is None
+    assert table_lines(sink.state, {})[0].fabric_state == "absent"
+    assert table_lines(sink.state)[0].fabric_state is None
 
 
 @pytest.mark.parametrize(
@@ -314,9 +314,9 @@ def test_a_rebuild_waits_on_fabrics_rest_status_and_falls_back_to_the_delay_when
         stop_customers(sink, t, other)
         sink.advance_rebuilds()
         sink.advance_rebuilds()
-        assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == WAITING and signals.sent == []
+        assert sink.state.tables[CUSTOMERS].lifecycle.phase == WAITING and signals.sent == []
         # `tables` shows Fabric's view beside ours.
-        line = next(x for x in table_lines(sink.ledger, reader.tables()) if x.table == CUSTOMERS)
+        line = next(x for x in table_lines(sink.state, reader.tables()) if x.table == CUSTOMERS)
         assert (line.state, line.fabric_state) == ("rebuilding:waiting-for-fabric", "Replicating")
         fabric.remove_table("public", "customers")  # Fabric dropped the table after its folder went
         sink.advance_rebuilds()
@@ -329,7 +329,7 @@ def test_a_rebuild_waits_on_fabrics_rest_status_and_falls_back_to_the_delay_when
         result = sink.process_batch(4, [t.record("u", None, {"id": 2, "name": "back to text"})])
         assert "changed type" in result.stopped[CUSTOMERS]
         sink.advance_rebuilds()
-        assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == WAITING and len(signals.sent) == 1
+        assert sink.state.tables[CUSTOMERS].lifecycle.phase == WAITING and len(signals.sent) == 1
 
 
 def test_a_signal_that_keeps_failing_is_logged_once_per_reason(
@@ -350,4 +350,4 @@ def test_a_signal_that_keeps_failing_is_logged_once_per_reason(
     ]
     signals.fail = False
     sink.advance_rebuilds()
-    assert sink.ledger.state.tables[CUSTOMERS].lifecycle.phase == SNAPSHOT_REQUESTED
+    assert sink.state.tables[CUSTOMERS].lifecycle.phase == SNAPSHOT_REQUESTED

@@ -228,8 +228,9 @@ def test_an_empty_or_new_checkpoint_belongs_to_any_source(tmp_path: Path) -> Non
 def test_sink_records_each_batchs_offsets_and_refuses_a_reused_batch_id(zone: Zone) -> None:
     t = customers()
     sink = zone.sink()
-    assert sink.expect_source(0, kafka(p0=1), SPARK) is False
-    sink.process_batch(0, [t.record("c", None, row(1))])
+    batch = sink.begin(0, kafka(p0=1), SPARK)
+    assert batch.published is False
+    batch.plan(records=[t.record("c", None, row(1))]).finish()
     saved = orjson.loads((zone.checkpoint / "ledger" / "state.json").read_bytes())
     assert saved["sources"] == [{"batch_id": 0, "offsets": list(kafka(p0=1))}]
     before = zone.snapshot()
@@ -237,14 +238,16 @@ def test_sink_records_each_batchs_offsets_and_refuses_a_reused_batch_id(zone: Zo
     # A restart whose Spark checkpoint was deleted: Spark reads new records (offsets 1..3) as batch 0 again.
     restarted = zone.sink()
     with pytest.raises(LandingZoneCorrupt, match=r"ledger says batch 0 published .*\[0\] offsets up to 1"):
-        restarted.expect_source(0, kafka(p0=3), SPARK)
+        restarted.begin(0, kafka(p0=3), SPARK)
     assert zone.snapshot() == before
     # The genuine replay of batch 0 is still recognised, and the next batch is recorded too.
-    assert restarted.expect_source(0, kafka(p0=1), SPARK) is True
-    assert restarted.process_collected(0, []).already_committed
-    assert restarted.expect_source(1, kafka(p0=3), SPARK) is False
-    restarted.process_batch(1, [t.record("c", None, row(2)), t.record("c", None, row(3))])
-    assert [s.batch_id for s in zone.sink().ledger.state.sources] == [0, 1]
+    replayed = restarted.begin(0, kafka(p0=1), SPARK)
+    assert replayed.published is True
+    assert replayed.plan().finish().already_committed
+    batch = restarted.begin(1, kafka(p0=3), SPARK)
+    assert batch.published is False
+    batch.plan(records=[t.record("c", None, row(2)), t.record("c", None, row(3))]).finish()
+    assert [s.batch_id for s in zone.sink().state.sources] == [0, 1]
 
 
 def test_a_ledger_number_ahead_of_the_landing_zone_stops_the_table(zone: Zone) -> None:

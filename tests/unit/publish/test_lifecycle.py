@@ -97,7 +97,7 @@ def test_a_ledger_written_by_the_previous_release_is_read(tmp_path: Path) -> Non
     assert (waiting.phase, waiting.automatic_rebuilds, waiting.since) == (Phase.WAITING, 1, 1764000100.0)
     rebuilt = tables["public.rebuilt"].lifecycle
     assert (rebuilt.phase, rebuilt.reason, rebuilt.automatic_rebuilds) == (Phase.SNAPSHOT_REQUESTED, "changed type", 2)
-    words = {line.table: line.state for line in table_lines(ledger)}
+    words = {line.table: line.state for line in table_lines(ledger.state)}
     assert words == {
         "public.deleting": "rebuilding:deleting",
         "public.rebuilt": "running",

@@ -84,7 +84,7 @@ class Source:
 
     @property
     def phase(self) -> Phase:
-        return self.sink.ledger.state.tables[TABLE].lifecycle.phase
+        return self.sink.state.tables[TABLE].lifecycle.phase
 
     def files(self) -> list[str]:
         return sorted(i.path.rsplit("/", 1)[-1] for i in self.landing.list_dir(FOLDER) if not i.is_dir)
@@ -97,7 +97,7 @@ def started(tmp_path: Path, encoding: str, registry: RegistryDouble, **mirror: A
     """The table published once: two rows, its columns recorded."""
     source = Source(tmp_path, encoding, registry, **mirror)
     source.publish({"id": 1, "label": "a", "qty": 1}, {"id": 2, "label": "b", "qty": 2}, op="c")
-    assert source.sink.ledger.state.tables[TABLE].source_columns == ("id", "label", "qty")
+    assert source.sink.state.tables[TABLE].source_columns == ("id", "label", "qty")
     return source
 
 
@@ -119,11 +119,11 @@ def test_a_column_added_with_a_default_refreshes_the_table_in_place(
     # Before the next batch the rebuilder asks Debezium to re-read the table; nothing is deleted.
     source.sink.advance_rebuilds()
     assert source.signals.sent == [(TABLE, TOPIC)] and source.phase is Phase.SNAPSHOT_REQUESTED
-    (line,) = table_lines(source.sink.ledger)
+    (line,) = table_lines(source.sink.state)
     assert line.state == "running" and (line.reason or "").startswith("refreshed ")
     source.publish({"id": 2, "label": "b", "qty": 2, "region": "EU"}, op="r")  # the snapshot's read of row 2
     assert source.markers("00000000000000000003.parquet") == [4]  # an upsert: row 2 is replaced, not doubled
-    assert source.sink.ledger.state.tables[TABLE].source_columns == ("id", "label", "qty", "region")
+    assert source.sink.state.tables[TABLE].source_columns == ("id", "label", "qty", "region")
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -162,7 +162,7 @@ def test_a_column_removed_rebuilds_the_table(tmp_path: Path, registry: RegistryD
     source.topic.columns = [BASE[0], BASE[1]]  # DROP COLUMN qty
     result = source.publish({"id": 1, "label": "z"})
     assert result.schema_changes == {TABLE: ("column_removed", "rebuild")}
-    assert source.phase is Phase.DELETING and "-qty" in (source.sink.ledger.state.tables[TABLE].lifecycle.reason or "")
+    assert source.phase is Phase.DELETING and "-qty" in (source.sink.state.tables[TABLE].lifecycle.reason or "")
     assert source.files() == ["00000000000000000001.parquet", "_metadata.json"]  # nothing of the batch published
     source.sink.advance_rebuilds()  # folder deleted; wait_s 0: Debezium asked for a snapshot at once
     assert source.files() == [] and source.signals.sent == [(TABLE, TOPIC)]
@@ -177,7 +177,7 @@ def test_a_column_renamed_is_a_removal_and_an_addition_and_rebuilds(
     source.topic.columns = [BASE[0], field("title", "string"), BASE[2]]  # RENAME COLUMN label TO title
     result = source.publish({"id": 1, "title": "a", "qty": 1})
     assert result.schema_changes == {TABLE: ("column_removed", "rebuild")}
-    assert "-label +title" in (source.sink.ledger.state.tables[TABLE].lifecycle.reason or "")
+    assert "-label +title" in (source.sink.state.tables[TABLE].lifecycle.reason or "")
     assert source.phase is Phase.DELETING
 
 
@@ -313,7 +313,7 @@ def test_a_ddl_adding_a_defaulted_column_refreshes_a_table_no_row_changes(
     result = source.sink.process_batch(1, [ddl])
     assert result.schema_changes == {TABLE: ("column_added", "refresh")} and source.phase is Phase.REFRESH_PENDING
     assert result.skipped.by_kind == {"schema_change": 1}
-    table = source.sink.ledger.state.tables[TABLE]
+    table = source.sink.state.tables[TABLE]
     assert table.source_columns == ("id", "label", "qty") and table.ddl_refreshed == ("region",)
     # The same DDL read again (a restart before the next commit of its offsets) begins nothing more.
     assert source.sink.process_batch(2, [ddl]).schema_changes == {}
@@ -355,7 +355,7 @@ def test_a_ddl_read_before_older_events_refreshes_once_and_rebuilds_nothing(
     # The first events after it show the column: already refreshed, so no second read of the table.
     source.topic.columns = [*BASE, {"field": "region", "type": "string", "optional": False, "default": "EU"}]
     assert source.publish({"id": 1, "label": "a", "qty": 1, "region": "EU"}).schema_changes == {}
-    table = source.sink.ledger.state.tables[TABLE]
+    table = source.sink.state.tables[TABLE]
     assert table.source_columns == ("id", "label", "qty", "region") and table.ddl_refreshed == ()
     assert source.phase is Phase.SNAPSHOT_REQUESTED and source.signals.sent == [(TABLE, TOPIC)]  # one read
 
@@ -373,7 +373,7 @@ def test_a_ddl_and_the_rows_after_it_in_one_batch_are_one_change(tmp_path: Path,
 def test_a_ddl_of_a_table_not_mirrored_yet_changes_nothing(tmp_path: Path, registry: RegistryDouble) -> None:
     source = started(tmp_path, "json", registry)
     result = source.sink.process_batch(1, [ddl_record(source, "CREATE TABLE other …", BASE_DDL, table="other")])
-    assert result.schema_changes == {} and set(source.sink.ledger.state.tables) == {TABLE}
+    assert result.schema_changes == {} and set(source.sink.state.tables) == {TABLE}
 
 
 def test_the_documented_schema_change_event_names_the_altered_table_and_its_columns() -> None:

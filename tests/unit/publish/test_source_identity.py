@@ -152,4 +152,4 @@ def test_a_batch_whose_topic_belongs_to_another_source_fails_before_it_publishes
         sink.process_batch(1, [theirs.record("c", None, {"id": 2, "name": "b"})])
     folder = tmp_path / "lz" / "public.schema" / "customers"
     assert sorted(p.name for p in folder.iterdir() if not p.name.startswith("_")) == ["00000000000000000001.parquet"]
-    assert sink.ledger.state.last_committed_batch == 0
+    assert sink.state.last_committed_batch == 0

@@ -17,7 +17,7 @@ from azure.storage.filedatalake import DataLakeLeaseClient
 
 from connector.commands.cli import main
 from connector.commands.convert import convert
-from connector.config import MirrorSettings
+from connector.config import load_settings
 from connector.errors import WriterFenced
 from connector.events import KafkaRecord
 from connector.kcat import kcat_line
@@ -126,13 +126,14 @@ def test_convert_refused_while_another_instance_writes_touches_nothing(landing: 
         files = leftovers(running.landing)
         running.checkpoint.replace("ledger/state.json", b'{"last_committed_batch": 7}')
         with pytest.raises(WriterFenced):
-            convert([str(dump)], landing.url, str(tmp_path / "cp"), MirrorSettings())
+            convert([str(dump)], load_settings(**{"landing_zone.url": landing.url}), checkpoint=str(tmp_path / "cp"))
         with pytest.raises(WriterFenced):
-            convert([str(dump)], landing.url, None, MirrorSettings())  # its own scratch ledger: refused too
+            # Its own scratch ledger: refused too.
+            convert([str(dump)], load_settings(**{"landing_zone.url": landing.url}), checkpoint=None)
         assert {path: landing.storage.read_bytes(path) for path in files} == files
         assert (tmp_path / "cp" / "ledger" / "state.json").read_bytes() == b'{"last_committed_batch": 7}'
     # Once the first instance is gone, convert runs (and its clean-up is then allowed to remove them).
-    summary = convert([str(dump)], landing.url, str(tmp_path / "cp2"), MirrorSettings())
+    summary = convert([str(dump)], load_settings(**{"landing_zone.url": landing.url}), checkpoint=str(tmp_path / "cp2"))
     assert summary.rows == 1
 
 

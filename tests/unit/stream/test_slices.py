@@ -22,6 +22,7 @@ from connector.oracle.replay import replay_landing_zone
 from connector.oracle.validate import validate_landing_zone
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
+from connector.storage.location import StorageLocation
 from connector.stream.slices import SliceTask, collect_partition
 from tests.support.debezium import PLACEHOLDER, Topic, field
 from tests.support.model import Workload, replayed_rows
@@ -44,7 +45,7 @@ def publish_in_slices(sink: MirrorSink, batch_id: int, records: list[KafkaRecord
         stage_slice(sink.landing, batch_id, SliceCollector(context).collect(part), context)
         for part in by_partition(records)
     ]
-    sink.process_collected(batch_id, [pickle.loads(pickle.dumps(s)) for s in staged])
+    sink.begin(batch_id).plan([pickle.loads(pickle.dumps(s)) for s in staged]).finish()
 
 
 def test_partition_slices_publish_the_same_mirror_as_one_slice(tmp_path: Path) -> None:
@@ -116,7 +117,7 @@ def test_a_spark_partition_becomes_one_pickled_slice(tmp_path: Path) -> None:
         }
     )
     sink = sink_at(tmp_path)
-    task = SliceTask(0, sink.collect_context(), sink.landing.url, "default")
+    task = SliceTask(0, sink.collect_context(), StorageLocation(sink.landing.url))
     (out,) = list(collect_partition(task, iter([batch])))
     collected = pickle.loads(out.column(0)[0].as_py())
     assert collected.records == len(records)
@@ -126,7 +127,7 @@ def test_a_spark_partition_becomes_one_pickled_slice(tmp_path: Path) -> None:
     assert all(p.table is None and p.files for p in collected.pieces.values())
     staged = {f.path for p in collected.pieces.values() for f in p.files}
     assert staged == {str(p.relative_to(tmp_path / "lz")) for p in (tmp_path / "lz").rglob("_staged_*")}
-    sink.process_collected(0, [collected])
+    sink.begin(0).plan([collected]).finish()
     assert replayed_rows(replay_landing_zone(LocalStorage(tmp_path / "lz"))) == workload.expected()
     assert not list((tmp_path / "lz").rglob("_staged_*"))
     assert list(collect_partition(task, iter([]))) == []
@@ -154,7 +155,7 @@ def test_what_a_failed_task_attempt_staged_goes_once_its_batch_commits(tmp_path:
     sink.landing.create(next_batch, b"staged by batch 2 already")
     assert orphans and all(sink.landing.exists(path) for path in orphans)
 
-    sink.process_collected(1, [pickle.loads(pickle.dumps(s)) for s in [retry, *others]])
+    sink.begin(1).plan([pickle.loads(pickle.dumps(s)) for s in [retry, *others]]).finish()
 
     assert not any(sink.landing.exists(path) for path in orphans)
     assert sink.landing.exists(next_batch)
