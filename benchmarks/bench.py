@@ -86,6 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--spark-master", default="local[*]", help="stream: Spark master URL (local[*], spark://host:port)"
     )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="stream/tables: a Spark setting to measure (spark.conf), repeatable",
+    )
+    parser.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="stream/tables: a Kafka read option to measure (source.kafka_options), repeatable",
+    )
     parser.add_argument("--tables", type=int, default=1000, help="tables: topics, one table each")
     parser.add_argument("--changes", type=int, default=32, help="tables: events per table before the catch-up")
     parser.add_argument("--landing", choices=["local", "dfs"], default="local", help="tables: landing zone kind")
@@ -119,6 +133,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for name in ("tables", "changes", "partitions", "publish_parallelism"):
         if getattr(args, name) < 1:
             build_parser().error(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("spark_conf", "kafka_option"):
+        pairs = [item.split("=", 1) for item in getattr(args, name)]
+        if any(len(pair) != 2 or not pair[0] for pair in pairs):
+            build_parser().error(f"--{name.replace('_', '-')} takes KEY=VALUE")
+        setattr(args, name, dict(pairs))
     if args.rate <= 0 or args.seconds <= 0 or args.trickle_seconds <= 0 or args.request_ms < 0:
         build_parser().error("--rate, --seconds and --trickle-seconds must be positive, --request-ms not negative")
     return args

@@ -15,13 +15,21 @@ import subprocess
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.cpu import ExecutorCpu, cpu_model, cpu_seconds, load_average, stage_task_cpu_seconds
+from benchmarks.cpu import (
+    ExecutorCpu,
+    ThreadCpu,
+    cpu_model,
+    cpu_seconds,
+    load_average,
+    settings_varied,
+    stage_task_cpu_seconds,
+)
 from benchmarks.events import BENCH_TOPIC, expected_ids, generated_events
 from connector.config import load_settings
 from connector.operate.metrics import HealthState
@@ -38,6 +46,8 @@ class BatchSample:
     ended: float  # perf_counter
     rss_mb: float  # the driver's Python
     jvm_rss_mb: float  # the JVM PySpark started
+    executor_cpu_s: float = 0.0  # the executors' CPU from the query's start to this batch's end
+    jvm_threads: dict[str, float] = field(default_factory=dict)  # the JVM's CPU by thread group, likewise
 
 
 def current_rss_mb(pid: int | str = "self") -> float:
@@ -199,7 +209,8 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
                     "spark.columnar_decode": not args.row_path,
                     "spark.master": args.spark_master,
                     # Only here: the REST API (stage task metrics) needs the UI, which run keeps off.
-                    "spark.conf": {"spark.ui.enabled": "true", "spark.ui.port": "0"},
+                    "spark.conf": {"spark.ui.enabled": "true", "spark.ui.port": "0", **args.spark_conf},
+                    "source.kafka_options": args.kafka_option,
                 },
             )
             spark = spark_session(settings)
@@ -217,12 +228,23 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
 
             app_id = spark.sparkContext.applicationId
             executors = ExecutorCpu(jvm_pid if args.spark_master.startswith("local") else None, app_id)
+            jvm_threads = ThreadCpu(jvm_pid)
             executors.sample()
+            jvm_threads.sample()
 
             def measured(frame, batch_id):  # type: ignore[no-untyped-def]
                 writer(frame, batch_id)
-                batches.append(BatchSample(time.perf_counter(), current_rss_mb(), current_rss_mb(jvm_pid)))
                 executors.sample()
+                jvm_threads.sample()
+                batches.append(
+                    BatchSample(
+                        time.perf_counter(),
+                        current_rss_mb(),
+                        current_rss_mb(jvm_pid),
+                        executors.total(),
+                        jvm_threads.by_group(),
+                    )
+                )
 
             query = (
                 stream(spark, settings)
@@ -237,6 +259,7 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
             finished = time.perf_counter()
             driver_cpu = cpu_seconds() - driver_cpu0
             executors.sample()
+            jvm_threads.sample()
             task_cpu = stage_task_cpu_seconds(spark.sparkContext.uiWebUrl, app_id)
             spark.stop()
             _check_mirror(f"{scratch}/lz", events)
@@ -247,12 +270,11 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
     print(
         f"events={events} partitions={partitions} max_offsets_per_trigger={args.max_offsets_per_trigger} "
         f"decode_on={args.decode_on} columnar_decode={not args.row_path} with_schema={args.with_schema} "
-        f"batches={len(batches)}"
+        f"batches={len(batches)} {settings_varied(args)}"
     )
     _print_memory(batches)
-    first_s, later_rate = _print_batch_times(
-        started, [b.ended for b in batches], finished, min(events, args.max_offsets_per_trigger), events
-    )
+    first_events = min(events, args.max_offsets_per_trigger)
+    first_s, later_rate = _print_batch_times(started, [b.ended for b in batches], finished, first_events, events)
     per_million, executor_cpu = 1_000_000 / events, executors.total()
     print(
         f"CPU-s per 1M events: driver Python {driver_cpu * per_million:.2f} (/proc/self/stat over the query); "
@@ -260,16 +282,51 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
         f"executorCpuTime {task_cpu * per_million:.2f} (JVM task threads only, no Python workers); "
         f"plain consumer {consumer.cpu_s * per_million:.2f} (the same events, this process, librdkafka included)"
     )
+    # In local[*] the executors are this JVM (its threads named by their job); on a cluster it is only the driver.
+    groups = jvm_threads.by_group() if args.spark_master.startswith("local") else {}
+    if groups:
+        _print_jvm_threads(groups, executor_cpu, per_million, len(executors.last) - 1)
+    later_cpu_per_million = _print_later_cpu(batches, executor_cpu, groups, events, first_events)
     print(f"cpu={cpu_model()} load_average={load_average()} spark={_spark_version()}")
     print(
         f"master={args.spark_master} events_per_second={rate:.0f} consumer_limit={limit_a:.0f} "
         f"writer_limit={limit_b:.0f} ratio={rate / min(limit_a, limit_b):.2f} "
         f"driver_cpu_s_per_1m={driver_cpu * per_million:.2f} executor_cpu_s_per_1m={executor_cpu * per_million:.2f} "
         f"consumer_cpu_s_per_1m={consumer.cpu_s * per_million:.2f} "
+        f"later_executor_cpu_s_per_1m={later_cpu_per_million:.2f} "
         f"first_batch_s={first_s:.2f} later_events_per_second={later_rate:.0f} "
         f"later_ratio={later_rate / limit_a:.2f}"
     )
     return 0
+
+
+def _print_jvm_threads(groups: dict[str, float], executor_cpu: float, per_million: float, workers: int) -> None:
+    """Where the local JVM's CPU went, by thread name; the rest of the executors' figure is its Python workers."""
+    jvm = sum(groups.values())
+    top = ", ".join(f"{name} {used * per_million:.2f}" for name, used in list(groups.items())[:10])
+    print(
+        f"CPU-s per 1M events by JVM thread (the driver's JVM): total {jvm * per_million:.2f}: {top}; "
+        f"outside the JVM ({workers} Python processes: the daemon and the workers it forked) "
+        f"{(executor_cpu - jvm) * per_million:.2f}"
+    )
+
+
+def _print_later_cpu(
+    batches: list[BatchSample], executor_cpu: float, groups: dict[str, float], events: int, first_events: int
+) -> float:
+    """The executors' CPU-s per 1M events over the batches after the first: a running service's, warmed up.
+
+    The first batch carries the query's start and most of the JIT's compiling, which a service pays once.
+    """
+    if len(batches) < 2 or events <= first_events:
+        return math.nan
+    per_million = 1_000_000 / (events - first_events)
+    first = batches[0].jvm_threads
+    later = {name: used - first.get(name, 0.0) for name, used in groups.items()}
+    top = ", ".join(f"{name} {used * per_million:.2f}" for name, used in sorted(later.items(), key=lambda i: -i[1])[:6])
+    cpu = (executor_cpu - batches[0].executor_cpu_s) * per_million
+    print(f"after the first batch: executors {cpu:.2f} CPU-s per 1M events; by JVM thread: {top}")
+    return cpu
 
 
 def _spark_version() -> str:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from benchmarks.service import (
     broker,
     create_topics,
@@ -81,6 +83,16 @@ def produce_one_update(bootstrap: str, topics: list[str], partitions: int, expec
         table[0] = version
     flush_delivered(prod)
     return len(topics)
+
+
+def connector_environment(args: argparse.Namespace) -> dict[str, str]:
+    """The connector's settings the benchmark varies, as ``CONNECTOR_*`` variables (dicts as JSON)."""
+    env = {"CONNECTOR_MIRROR__PUBLISH_PARALLELISM": str(args.publish_parallelism)}
+    if args.spark_conf:
+        env["CONNECTOR_SPARK__CONF"] = orjson.dumps(args.spark_conf).decode()
+    if args.kafka_option:
+        env["CONNECTOR_SOURCE__KAFKA_OPTIONS"] = orjson.dumps(args.kafka_option).decode()
+    return env
 
 
 def bare_client_limit(storage: Storage, files: int, threads: int = 16) -> float:
@@ -222,7 +234,7 @@ def bench_tables(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
             "--metrics-port", "0",
             "--max-offsets-per-trigger", str(max(200_000, produced * 2)),
         ]  # fmt: skip
-        env = {**env, "CONNECTOR_MIRROR__PUBLISH_PARALLELISM": str(args.publish_parallelism)}
+        env = {**env, **connector_environment(args)}
 
         # 1. Catch-up: everything waiting, one available-now run.
         requests_before = sum(server.requests.values()) if server else 0
@@ -368,7 +380,7 @@ def produce_trickle(  # noqa: PLR0913 - the run's shared state, passed down unch
 
 def bench_trickle(args: argparse.Namespace) -> int:
     """``--trickle``: one service catches up, then one update per table arrives in bursts over about a minute."""
-    from benchmarks.cpu import cpu_model, load_average
+    from benchmarks.cpu import cpu_model, load_average, settings_varied
 
     tables, partitions = args.tables, args.partitions
     prefix = f"bt{uuid.uuid4().hex[:6]}"
@@ -392,7 +404,7 @@ def bench_trickle(args: argparse.Namespace) -> int:
             "--max-offsets-per-trigger", str(max(200_000, produced * 2)),
             "--trigger", args.trigger,
         ]  # fmt: skip
-        env = {**env, "CONNECTOR_MIRROR__PUBLISH_PARALLELISM": str(args.publish_parallelism)}
+        env = {**env, **connector_environment(args)}
         started = time.perf_counter()
         service = start_connector(command, Path(scratch) / "service.log", env)
         try:
@@ -434,7 +446,8 @@ def bench_trickle(args: argparse.Namespace) -> int:
         return 1
     print(f"mirror exact: {tables} tables replayed from the landing zone match what was produced")
     print(
-        f"trickle tables={tables} partitions={partitions} trigger={args.trigger} catch_up_batch_s={catch_up_s:.1f} "
+        f"trickle tables={tables} partitions={partitions} trigger={args.trigger} "
+        f"{settings_varied(args)} catch_up_batch_s={catch_up_s:.1f} "
         f"catch_up_wall_s={catch_up_wall:.1f} steady_batches={len(steady)} fixed_s={fixed:.2f} "
         f"marginal_ms_per_table={marginal * 1000:.1f} mean_ms_per_table={mean_ms:.1f} limit_s={limit_s:.2f}"
     )

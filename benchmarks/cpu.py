@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 
 def cpu_seconds(pid: int | str = "self") -> float:
@@ -110,3 +112,50 @@ def load_average() -> str:
         return ",".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
         return "unknown"
+
+
+def thread_group(name: str) -> str:
+    """A thread's name without its number (``GC Thread#3`` → ``GC Thread``; ``Executor task l`` stays)."""
+    return re.sub(r"[\s#_-]*\d+$", "", name.strip()) or name
+
+
+class ThreadCpu:
+    """CPU seconds of one process's threads, grouped by name (the JVM names its threads: GC, compiler, tasks).
+
+    Each thread's last reading is kept, so threads that end still count up to their last sample.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.first: dict[int, float] = {}
+        self.last: dict[int, tuple[str, float]] = {}
+
+    def sample(self) -> None:
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            try:
+                name = Path(f"/proc/{self.pid}/task/{tid}/comm").read_text()
+            except OSError:
+                continue
+            used = cpu_seconds(f"{self.pid}/task/{tid}")
+            self.first.setdefault(int(tid), used)
+            self.last[int(tid)] = (thread_group(name), used)
+
+    def by_group(self) -> dict[str, float]:
+        """CPU seconds per thread group since each thread's first sample, largest first."""
+        groups: dict[str, float] = {}
+        for tid, (group, used) in self.last.items():
+            groups[group] = groups.get(group, 0.0) + used - self.first[tid]
+        return dict(sorted(groups.items(), key=lambda item: -item[1]))
+
+
+def settings_varied(args: Any) -> str:
+    """``spark_conf={...} kafka_options={...}``: the settings a run varied, printed in its last line (no spaces)."""
+    import orjson
+
+    return (
+        f"spark_conf={orjson.dumps(args.spark_conf).decode()} kafka_options={orjson.dumps(args.kafka_option).decode()}"
+    )

@@ -175,3 +175,80 @@ def test_stream_batch_times_set_the_first_batch_apart(capsys: pytest.CaptureFixt
     assert "4.00 1.00 1.00" in out
     assert "first batch 4.00 s; later batches 100 events/s" in out
     assert all(math.isnan(v) for v in _print_batch_times(10.0, [14.0], 14.0, 100, 100))
+
+
+def test_thread_groups_drop_the_thread_number() -> None:
+    from benchmarks.cpu import thread_group
+
+    assert thread_group("GC Thread#3\n") == "GC Thread"
+    assert thread_group("G1 Conc#0") == "G1 Conc"
+    assert thread_group("C2 CompilerThre") == "C2 CompilerThre"
+    assert thread_group("Executor task l") == "Executor task l"
+    assert thread_group("Thread-12") == "Thread"
+    assert thread_group("42") == "42"  # nothing left without the number: the name stays
+
+
+def test_thread_cpu_of_this_process_is_grouped_by_name() -> None:
+    import os
+    import time
+
+    from benchmarks.cpu import ThreadCpu, cpu_seconds
+
+    threads = ThreadCpu(os.getpid())
+    threads.sample()
+    # Work until this process has used a few clock ticks more (bounded: the assertion below says what failed).
+    before = cpu_seconds()
+    stop_at = time.monotonic() + 30
+    while cpu_seconds() - before < 0.1 and time.monotonic() < stop_at:
+        sum(range(100_000))
+    threads.sample()
+    groups = threads.by_group()
+    assert sum(groups.values()) >= 0.05  # the main thread's work shows up under its thread name
+    assert list(groups.values()) == sorted(groups.values(), reverse=True)
+    assert ThreadCpu(2**22 + 12345).by_group() == {}  # no such process: nothing, no error
+
+
+def test_spark_conf_and_kafka_options_are_key_value_pairs() -> None:
+    from benchmarks.bench import parse_args
+    from benchmarks.bench_tables import connector_environment
+    from benchmarks.cpu import settings_varied
+
+    args = parse_args(
+        [
+            "stream",
+            "--spark-conf",
+            "spark.driver.extraJavaOptions=-XX:+UseParallelGC",
+            "--kafka-option",
+            "check.crcs=false",
+        ]
+    )
+    assert args.spark_conf == {"spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}
+    assert args.kafka_option == {"check.crcs": "false"}
+    assert settings_varied(args) == (
+        'spark_conf={"spark.driver.extraJavaOptions":"-XX:+UseParallelGC"} kafka_options={"check.crcs":"false"}'
+    )
+    tables = parse_args(["tables", "--trickle", "--spark-conf", "a=b=c", "--publish-parallelism", "4"])
+    assert connector_environment(tables) == {
+        "CONNECTOR_MIRROR__PUBLISH_PARALLELISM": "4",
+        "CONNECTOR_SPARK__CONF": '{"a":"b=c"}',
+    }
+    assert "CONNECTOR_SPARK__CONF" not in connector_environment(parse_args(["tables"]))
+    with pytest.raises(SystemExit):
+        parse_args(["stream", "--spark-conf", "no-value"])
+
+
+def test_later_batches_cpu_leaves_the_first_batch_out(capsys: pytest.CaptureFixture[str]) -> None:
+    import math
+
+    from benchmarks.bench_stream import BatchSample, _print_later_cpu
+
+    # 3 batches of 100,000 events; the executors used 5 CPU-s by the first batch's end, 9 by the query's end.
+    batches = [
+        BatchSample(1.0, 0, 0, executor_cpu_s=5.0, jvm_threads={"C2 CompilerThre": 3.0, "Executor task l": 1.0}),
+        BatchSample(2.0, 0, 0, executor_cpu_s=7.0),
+        BatchSample(3.0, 0, 0, executor_cpu_s=9.0),
+    ]
+    groups = {"C2 CompilerThre": 3.5, "Executor task l": 2.0}
+    assert _print_later_cpu(batches, 9.0, groups, 300_000, 100_000) == pytest.approx(20.0)
+    assert "by JVM thread: Executor task l 5.00, C2 CompilerThre 2.50" in capsys.readouterr().out
+    assert math.isnan(_print_later_cpu(batches[:1], 5.0, groups, 100_000, 100_000))
