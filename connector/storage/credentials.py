@@ -114,6 +114,17 @@ class StorageIdentity:
             close()
 
 
+@dataclass(frozen=True)
+class _Ask:
+    """What one identity kind's builder needs: the settings, the environment, and the ids and authority they give."""
+
+    config: CredentialConfig
+    env: Mapping[str, str]
+    tenant_id: str | None
+    client_id: str | None
+    authority: dict[str, Any]
+
+
 def build_credential(
     config: CredentialConfig, environ: Mapping[str, str] | None = None, *, scope: str = STORAGE_SCOPE
 ) -> StorageIdentity:
@@ -138,16 +149,17 @@ def build_credential(
     tenant_id = config.tenant_id or env.get(ENV_TENANT_ID) or None
     client_id = config.client_id or env.get(ENV_CLIENT_ID) or None
     authority: dict[str, Any] = {"authority": config.authority} if config.authority else {}
+    ask = _Ask(config, env, tenant_id, client_id, authority)
     inner: TokenCredential
 
     if config.kind == "default":
         inner = _default_credential(tenant_id, client_id, authority)
     elif config.kind == "client_secret":
-        inner = _client_secret_credential(config, env, tenant_id, client_id, authority)
+        inner = _client_secret_credential(ask)
     elif config.kind == "client_certificate":
-        inner = _certificate_credential(config, env, tenant_id, client_id, authority)
+        inner = _certificate_credential(ask)
     elif config.kind == "workload_identity":
-        inner = _workload_identity_credential(config, env, tenant_id, client_id, authority)
+        inner = _workload_identity_credential(ask)
     else:
         # managed_identity: system-assigned unless a client id selects a user-assigned identity.
         inner = ManagedIdentityCredential(client_id=client_id) if client_id else ManagedIdentityCredential()
@@ -171,16 +183,10 @@ def _default_credential(tenant_id: str | None, client_id: str | None, authority:
     return DefaultAzureCredential(**options)
 
 
-def _client_secret_credential(
-    config: CredentialConfig,
-    env: Mapping[str, str],
-    tenant_id: str | None,
-    client_id: str | None,
-    authority: dict[str, Any],
-) -> TokenCredential:
-    tenant, client = _require_ids(config.kind, tenant_id, client_id)
+def _client_secret_credential(ask: _Ask) -> TokenCredential:
+    tenant, client = _require_ids(ask.config.kind, ask.tenant_id, ask.client_id)
     secret = _resolve_secret(
-        config.client_secret, config.client_secret_file, env, ENV_CLIENT_SECRET, what="client secret"
+        ask.config.client_secret, ask.config.client_secret_file, ask.env, ENV_CLIENT_SECRET, what="client secret"
     )
     if secret is None:
         msg = (
@@ -188,18 +194,12 @@ def _client_secret_credential(
             f"client_secret or the {ENV_CLIENT_SECRET} environment variable"
         )
         raise ValueError(msg)
-    return ClientSecretCredential(tenant, client, secret, **authority)
+    return ClientSecretCredential(tenant, client, secret, **ask.authority)
 
 
-def _certificate_credential(
-    config: CredentialConfig,
-    env: Mapping[str, str],
-    tenant_id: str | None,
-    client_id: str | None,
-    authority: dict[str, Any],
-) -> TokenCredential:
-    tenant, client = _require_ids(config.kind, tenant_id, client_id)
-    cert = config.certificate_path or _path_or_none(env.get(ENV_CERTIFICATE_PATH))
+def _certificate_credential(ask: _Ask) -> TokenCredential:
+    tenant, client = _require_ids(ask.config.kind, ask.tenant_id, ask.client_id)
+    cert = ask.config.certificate_path or _path_or_none(ask.env.get(ENV_CERTIFICATE_PATH))
     if cert is None:
         msg = (
             "credential kind client_certificate needs certificate_path or the "
@@ -210,9 +210,9 @@ def _certificate_credential(
         msg = f"certificate file {cert} does not exist or is not a file"
         raise ValueError(msg)
     password = _resolve_secret(
-        config.certificate_password,
-        config.certificate_password_file,
-        env,
+        ask.config.certificate_password,
+        ask.config.certificate_password_file,
+        ask.env,
         ENV_CERTIFICATE_PASSWORD,
         what="certificate password",
     )
@@ -221,26 +221,22 @@ def _certificate_credential(
         client,
         certificate_path=str(cert),
         password=password.encode() if password is not None else None,
-        **authority,
+        **ask.authority,
     )
 
 
-def _workload_identity_credential(
-    config: CredentialConfig,
-    env: Mapping[str, str],
-    tenant_id: str | None,
-    client_id: str | None,
-    authority: dict[str, Any],
-) -> TokenCredential:
-    token_file = config.federated_token_file or _path_or_none(env.get(ENV_FEDERATED_TOKEN_FILE))
-    tenant, client = _require_ids(config.kind, tenant_id, client_id)
+def _workload_identity_credential(ask: _Ask) -> TokenCredential:
+    token_file = ask.config.federated_token_file or _path_or_none(ask.env.get(ENV_FEDERATED_TOKEN_FILE))
+    tenant, client = _require_ids(ask.config.kind, ask.tenant_id, ask.client_id)
     if token_file is None:
         msg = (
             "credential kind workload_identity needs federated_token_file or the "
             f"{ENV_FEDERATED_TOKEN_FILE} environment variable (set by the AKS workload identity webhook)"
         )
         raise ValueError(msg)
-    return WorkloadIdentityCredential(tenant_id=tenant, client_id=client, token_file_path=str(token_file), **authority)
+    return WorkloadIdentityCredential(
+        tenant_id=tenant, client_id=client, token_file_path=str(token_file), **ask.authority
+    )
 
 
 def describe(kind: CredentialKind, tenant_id: str | None, client_id: str | None) -> str:
