@@ -115,6 +115,8 @@ def gaps_for(lost: Sequence[LostRange], state: LedgerState, mirror: MirrorSettin
 def with_rebuilds(state: LedgerState, gaps: Sequence[DataGap], mirror: MirrorSettings, now: float) -> LedgerState:
     """``state`` recording ``gaps`` not recorded yet and with each of their tables' rebuild begun.
 
+    Past ``rebuild.max_automatic`` automatic rebuilds (within a day) the table is stopped instead.
+
     A gap recorded already (found before a crash) begins nothing again: its table's rebuild was committed with it.
     """
     new = tuple(g for g in gaps if not state.has_gap(g.topic, g.partition, g.first))
@@ -123,7 +125,9 @@ def with_rebuilds(state: LedgerState, gaps: Sequence[DataGap], mirror: MirrorSet
         where = ", ".join(g.describe() for g in new if g.table == table_id)
         topic = next(g.topic for g in new if g.table == table_id)
         table = tables.get(table_id) or TableState(folder=table_for_topic(topic, mirror).folder, topic=topic)
-        lifecycle = table.lifecycle.begin_rebuild(f"data lost at {where}", now=now)
+        # An automatic rebuild like any other: counted against rebuild.max_automatic, so retention that keeps
+        # outrunning the connector stops the table (with the reason) instead of re-reading it for ever.
+        lifecycle = table.lifecycle.stop(f"data lost at {where}", mirror, now=now, rebuild=True)
         tables[table_id] = replace(table, topic=table.topic or topic, lifecycle=lifecycle)
     return replace(state, tables=tables).with_gaps(new)
 

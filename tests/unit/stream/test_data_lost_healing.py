@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from connector.commands.tables import tables_command
-from connector.config import MirrorSettings, TableSettings
+from connector.config import MirrorSettings, RebuildSettings, TableSettings
 from connector.operate import metrics
 from connector.operate.job_status import STATUS_FILE, JobStatusRecorder, read_job_status
 from connector.publish.ledger import GAP_HISTORY, BatchLedger, BatchSource, DataGap, LedgerState, TableState
@@ -132,6 +132,29 @@ def test_recording_a_gap_begins_exactly_its_tables_rebuild() -> None:
     assert healed.data_gaps == gaps
     for other in ("sales.orders", "public.items"):
         assert healed.tables[other] == state.tables[other]
+
+
+def test_data_loss_rebuilds_count_toward_the_automatic_limit_then_the_table_stops() -> None:
+    mirror = MirrorSettings(rebuild=RebuildSettings(max_automatic=1))
+    state = ledger_state()
+    first = with_rebuilds(state, gaps_for([RETENTION], state, mirror, NOW), mirror, NOW)
+    assert first.tables["public.customers"].lifecycle.automatic_rebuilds == 1
+    # The rebuild ran (the table publishes again), then retention outran the connector a second time.
+    running = replace(
+        first,
+        tables={**first.tables, "public.customers": replace(first.tables["public.customers"], lifecycle=replace(
+            first.tables["public.customers"].lifecycle, phase=Phase.RUNNING
+        ))},
+    )  # fmt: skip
+    again = LostRange(CUSTOMERS_TOPIC, 0, 2000, 2999, "retention", 3000)
+    stopped = with_rebuilds(running, gaps_for([again], running, mirror, NOW + 60), mirror, NOW + 60)
+    customers = stopped.tables["public.customers"].lifecycle
+    assert customers.phase is Phase.STOPPED
+    assert customers.reason == (
+        f"data lost at {CUSTOMERS_TOPIC}[0]@2000..2999 (not rebuilt automatically: 1 automatic rebuild(s) already; "
+        "run `rebuild`)"
+    )
+    assert len(stopped.data_gaps) == 2
 
 
 def test_the_same_gap_found_again_after_a_crash_is_recorded_once() -> None:
