@@ -7,6 +7,7 @@ turns into ``KafkaRecord`` objects for the core.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 SAMPLE_EVENTS = Path(__file__).resolve().parent.parent / "sample"
 _REPO_JARS = Path(__file__).resolve().parents[2] / ".cache" / "jars" / "spark-kafka"
+_KAFKA_SOURCE_JAR = re.compile(r"spark-sql-kafka-0-10_[0-9.]+-([0-9]+\.[0-9]+\.[0-9]+[^/]*)\.jar")
 
 #: Consumer settings for Spark's Kafka source unless ``source.kafka_options`` sets them. Spark's consumer
 #: polls 500 records at a time by default; bigger polls and fetches double its read rate (see README).
@@ -37,7 +39,13 @@ CONSUMER_CACHE_CAPACITY = "spark.kafka.consumer.cache.capacity"
 
 
 def kafka_jars() -> list[str]:
-    """Spark's Kafka connector jars: ``CONNECTOR_SPARK_JARS_DIR`` (the image), else the repo's cache."""
+    """Spark's Kafka connector jars: ``CONNECTOR_SPARK_JARS_DIR`` (the image), else the repo's cache.
+
+    The connector must be the installed Spark's own release line: one built for another minor fails deep in a
+    micro-batch (a missing method), so a mismatch stops the start-up here, naming both versions.
+    """
+    import pyspark
+
     folder = Path(os.environ.get("CONNECTOR_SPARK_JARS_DIR", str(_REPO_JARS)))
     jars = sorted(str(p) for p in folder.glob("*.jar"))
     if not jars:
@@ -46,7 +54,24 @@ def kafka_jars() -> list[str]:
             "or set CONNECTOR_SPARK_JARS_DIR"
         )
         raise ConfigError(msg)
+    check_kafka_jar_version(jars, pyspark.__version__)
     return jars
+
+
+def check_kafka_jar_version(jars: list[str], spark_version: str) -> None:
+    """Refuse a ``spark-sql-kafka`` jar of another Spark minor than ``spark_version`` (patch levels may differ)."""
+    built_for = [m[1] for m in (_KAFKA_SOURCE_JAR.fullmatch(Path(j).name) for j in jars) if m]
+    if not built_for:
+        msg = f"no spark-sql-kafka-0-10 jar among {', '.join(jars)}; run `deploy/local/fetch-jars.sh spark-kafka`"
+        raise ConfigError(msg)
+    minor = spark_version.split(".")[:2]
+    if any(version.split(".")[:2] != minor for version in built_for):
+        msg = (
+            f"Spark's Kafka connector jar is for Spark {', '.join(built_for)} but pyspark {spark_version} is "
+            "installed: install the pyspark of requirements/test.txt (or runtime.txt), or fetch the jars again with "
+            "`deploy/local/fetch-jars.sh spark-kafka` after setting its pom's spark.version"
+        )
+        raise ConfigError(msg)
 
 
 def source_path(source: SourceSettings) -> str:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetch jar sets from Maven Central into ${JARS_DIR:-<repo>/.cache/jars}/<name>/.
 #
-#   fetch-jars.sh NAME...            fetch each set (skipped when <dir>/.complete exists)
+#   fetch-jars.sh NAME...            fetch each set (skipped when <dir>/.complete names its pom's hash)
 #   fetch-jars.sh --print NAME       fetch if needed, then print the set's jar paths
 #                                    comma-joined on stdout (usable as spark.jars)
 #
@@ -22,6 +22,17 @@ usage() {
   exit 2
 }
 
+# A set is current when its .complete holds the sha256 of the pom it was fetched with: a changed pom (a new
+# Spark, say) fetches the set again. An empty .complete (written before sets were stamped) stays current
+# until its pom changes.
+is_current() {
+  local dest=$1 pom=$2 stamp=$3 have
+  [[ -f $dest/.complete ]] || return 1
+  have=$(<"$dest/.complete")
+  [[ $have == "$stamp" ]] && return 0
+  [[ -z $have && ! $pom -nt $dest/.complete ]]
+}
+
 fetch_one() {
   local name=$1
   local pom=$SCRIPT_DIR/maven/$name/pom.xml
@@ -30,14 +41,16 @@ fetch_one() {
     echo "fetch-jars: unknown jar set '$name' (no $pom)" >&2
     usage
   fi
-  [[ -f $dest/.complete ]] && return 0
+  local stamp
+  stamp=$(sha256sum "$pom" | cut -d' ' -f1)
+  is_current "$dest" "$pom" "$stamp" && return 0
 
   mkdir -p "$JARS_DIR"
   local lock_fd
   # Serialise concurrent fetches of the same set; re-check after taking the lock.
   exec {lock_fd}>"$JARS_DIR/.$name.lock"
   flock "$lock_fd"
-  if [[ -f $dest/.complete ]]; then
+  if is_current "$dest" "$pom" "$stamp"; then
     exec {lock_fd}>&-
     return 0
   fi
@@ -73,7 +86,7 @@ fetch_one() {
   rm -rf "$dest"
   mv "$tmp" "$dest"
   chmod 755 "$dest"
-  touch "$dest/.complete"
+  echo "$stamp" >"$dest/.complete"
   echo "fetch-jars: '$name' done ($(find "$dest" -name '*.jar' | wc -l) jars, $((SECONDS - start))s)" >&2
   exec {lock_fd}>&-
 }

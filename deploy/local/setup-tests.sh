@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh machine, idempotently:
 #   Debian packages (PostgreSQL and MariaDB for the end-to-end stacks, Prometheus for promtool and the server),
-#   the project in .venv with its test extra (which includes the verify extra: psycopg, PyMySQL, deltalake), the jar sets from Maven Central (Kafka broker,
+#   the project in .venv with the locked set of requirements/test.txt (runtime, verify and test extras: psycopg,
+#   PyMySQL, deltalake, pytest, ruff, mypy, uv), the jar sets from Maven Central (Kafka broker,
 #   Spark's Kafka source, Kafka Connect + Debezium (Postgres; MariaDB in a set of its own), Apicurio's
 #   Avro converter for Connect, and the Apicurio Registry application for deploy/local/registry.sh),
 #   helm and kube-apiserver built from the Go module proxy (kube-apiserver: about 20 minutes on 2 cores the
@@ -46,9 +47,11 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv"
   python3 -m venv .venv
 fi
-log "pip install -e .[test]"
+# The locked set (requirements/test.txt: every version and hash), then the project itself without resolving again.
+log "pip install -r requirements/test.txt, then -e . --no-deps"
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[test]"
+.venv/bin/pip install -q --require-hashes -r requirements/test.txt
+.venv/bin/pip install -q --no-deps -e .
 
 log "jar sets from Maven Central"
 bash deploy/local/fetch-jars.sh kafka spark-kafka connect-debezium connect-debezium-mariadb connect-avro apicurio-registry

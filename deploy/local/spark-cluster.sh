@@ -75,14 +75,14 @@ free_port_except() {
 spark_home() {
   local home
   home=$("$PYTHON" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))') || {
-    log "no pyspark in $PYTHON (run: python3 -m venv .venv && .venv/bin/pip install -e '.[test]')"
+    log "no pyspark in $PYTHON (run: bash deploy/local/setup-tests.sh, which installs requirements/test.txt in .venv)"
     return 1
   }
   [[ -d $home/jars ]] || { log "$home has no jars/ folder"; return 1; }
   echo "$home"
 }
 
-# The Scala version of those jars (spark-core_2.13-4.0.1.jar → 2.13): a worker builds its executors' classpath
+# The Scala version of those jars (spark-core_2.13-4.2.0.jar → 2.13): a worker builds its executors' classpath
 # with Spark's launcher, which otherwise looks for a source tree's build directories.
 scala_version() {
   local core

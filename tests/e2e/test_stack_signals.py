@@ -225,8 +225,10 @@ def incremental_snapshot_rebuilds_the_table(stack: dict[str, str], source: Sourc
                 stack,
                 stack["notification_topic"],
                 starts[stack["notification_topic"]],
-                until=lambda m: notification(m.value())["type"] == "COMPLETED"
-                and notification(m.value())["aggregate_type"] == "Incremental Snapshot",
+                until=lambda m: (
+                    notification(m.value())["type"] == "COMPLETED"
+                    and notification(m.value())["aggregate_type"] == "Incremental Snapshot"
+                ),
                 what="COMPLETED notification of the incremental snapshot",
             )
         ]
