@@ -224,6 +224,20 @@ class MirrorSettings(_Frozen):
         override = self.table_settings(topic).schema_changes if topic is not None else None
         return override or self.schema_changes
 
+    @property
+    def asks_for_snapshots(self) -> bool:
+        """Whether the mirror may ask Debezium for an incremental snapshot by itself (Debezium's signal channel).
+
+        A stopped table rebuilt, a schema change rebuilt or refreshed, lost records rebuilt: each re-reads the
+        table through a snapshot signal. With the defaults, all but the first do.
+        """
+        policies = [self.schema_changes, *(t.schema_changes for t in self.tables.values() if t.schema_changes)]
+        heals = any(
+            p.column_added == "refresh" or "rebuild" in (p.column_removed, p.type_changed, p.key_changed)
+            for p in policies
+        )
+        return heals or self.on_table_stopped == "rebuild" or self.on_data_lost == "rebuild"
+
 
 class SchemaRegistrySettings(_Frozen):
     """The Confluent-compatible schema registry that holds the Avro writer schemas (value_format avro).

@@ -321,7 +321,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         mirror = load_settings(args.config).mirror
         return check_source_command(
-            args.connect, args.connector, mirror.truncate_policy, rebuilds=mirror.on_table_stopped == "rebuild"
+            args.connect, args.connector, mirror.truncate_policy, rebuilds=mirror.asks_for_snapshots
         )
     if command == "verify":
         from connector.oracle.verify import verify_command

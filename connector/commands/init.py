@@ -151,7 +151,7 @@ def source_failures(settings: ConnectorSettings, report: Callable[[str], None] =
                 source.debezium_connect_url,
                 source.debezium_connectors,
                 settings.mirror.truncate_policy,
-                rebuilds=settings.mirror.on_table_stopped == "rebuild",
+                rebuilds=settings.mirror.asks_for_snapshots,
             )
         except ConnectorError as exc:
             failures.append(ChainStepFailed(STEP_DEBEZIUM, str(exc), "check source.debezium_connect_url"))

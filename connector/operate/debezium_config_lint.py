@@ -79,8 +79,9 @@ def lint_debezium_config(
 ) -> list[Finding]:
     """The findings for one connector's config.
 
-    ``truncate_policy`` is the mirror's ``mirror.truncate_policy``; ``rebuilds`` whether it rebuilds stopped
-    tables by itself (``mirror.on_table_stopped: rebuild``), which needs Debezium's Kafka signal channel.
+    ``truncate_policy`` is the mirror's ``mirror.truncate_policy``; ``rebuilds`` whether it asks Debezium for
+    snapshots by itself (``MirrorSettings.asks_for_snapshots``: rebuilds and refreshes after a stop, a schema change
+    or lost records, on by default), which needs Debezium's Kafka signal channel.
     """
     kind = database_kind(config.get("connector.class", ""))
     findings: list[Finding] = []
@@ -173,7 +174,8 @@ def _lint_signals(config: Mapping[str, str], warn: _Warn) -> None:
             "signal.enabled.channels",
             str(config.get("signal.enabled.channels", "source")),
             "a table rebuild asks for an incremental snapshot through the Kafka signal channel, which is off: "
-            "mirror.on_table_stopped rebuild would wait forever; add kafka (and signal.kafka.topic)",
+            "rebuilds and refreshes (schema changes, lost records, mirror.on_table_stopped rebuild) would wait "
+            "forever; add kafka (and signal.kafka.topic)",
         )
     if not config.get("signal.data.collection"):
         warn(

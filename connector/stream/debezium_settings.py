@@ -30,7 +30,7 @@ def check_debezium_settings(settings: ConnectorSettings) -> list[Finding] | None
             url,
             settings.source.debezium_connectors,
             settings.mirror.truncate_policy,
-            rebuilds=settings.mirror.on_table_stopped == "rebuild",
+            rebuilds=settings.mirror.asks_for_snapshots,
         )
     except ConnectorError as exc:
         log.warning("Debezium settings not checked: %s", exc)

@@ -54,6 +54,10 @@ RECOMMENDED = {
     "decimal.handling.mode": "precise",
     "time.precision.mode": "adaptive_time_microseconds",
     "skipped.operations": "none",
+    # The mirror heals tables by itself (schema changes, lost records): Debezium's Kafka signal channel and a
+    # signalling table are part of a recommended connector (the lint checks them by default).
+    "signal.enabled.channels": "source,kafka",
+    "signal.data.collection": "debezium.debezium_signal",
 }
 
 
@@ -87,6 +91,9 @@ def lossy_connectors(mariadb_stack: dict[str, str]) -> Iterator[dict[str, str]]:
                 "schema.history.internal.kafka.bootstrap.servers": mariadb_stack["bootstrap.servers"],
                 "schema.history.internal.kafka.topic": f"_schema-history.lossy{number}",
                 "snapshot.mode": "no_data",
+                "signal.kafka.topic": f"lossy{number}-signal",
+                "signal.kafka.bootstrap.servers": mariadb_stack["bootstrap.servers"],
+                "signal.kafka.groupId": f"lossy{number}-signal",
                 **RECOMMENDED,
                 **settings,
             }

@@ -131,3 +131,23 @@ def test_type_settings_default_to_exact_text_and_refuse_decimals_delta_cannot_ho
     assert check_config_file(str(config)) == []
     config.write_text("mirror:\n  wide_decimals: round\n")
     assert check_config_file(str(config))
+
+
+def test_the_mirror_asks_for_snapshots_unless_every_healing_policy_is_off() -> None:
+    from connector.config import MirrorSettings, SchemaChangeSettings, TableSettings
+
+    assert MirrorSettings().asks_for_snapshots  # the defaults heal tables through Debezium's signal channel
+    manual = SchemaChangeSettings(column_added="union", column_removed="keep", type_changed="stop", key_changed="stop")
+    off = MirrorSettings(schema_changes=manual, on_data_lost="stop", on_table_stopped="stay")
+    assert not off.asks_for_snapshots
+    for healing in (
+        {"on_data_lost": "rebuild"},
+        {"on_table_stopped": "rebuild"},
+        {"schema_changes": manual.model_copy(update={"column_added": "refresh"})},
+        {
+            "tables": {
+                "db.public.t": TableSettings(schema_changes=manual.model_copy(update={"type_changed": "rebuild"}))
+            }
+        },
+    ):
+        assert off.model_copy(update=healing).asks_for_snapshots, healing
