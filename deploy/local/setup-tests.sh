@@ -47,11 +47,12 @@ if [[ ! -x .venv/bin/python ]]; then
   log "creating .venv"
   python3 -m venv .venv
 fi
-# The locked set (requirements/test.txt: every version and hash), then the project itself without resolving again.
-log "pip install -r requirements/test.txt, then -e . --no-deps"
+# The project itself without resolving (first, so an existing .venv's old metadata does not make pip report
+# conflicts), then the locked set (requirements/test.txt: every version and hash).
+log "pip install -e . --no-deps, then -r requirements/test.txt"
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q --require-hashes -r requirements/test.txt
 .venv/bin/pip install -q --no-deps -e .
+.venv/bin/pip install -q --require-hashes -r requirements/test.txt
 
 log "jar sets from Maven Central"
 bash deploy/local/fetch-jars.sh kafka spark-kafka connect-debezium connect-debezium-mariadb connect-avro apicurio-registry
