@@ -221,6 +221,7 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
                 settings.spark.decode_on,
                 settings.spark.columnar_decode,
                 spark_checkpoint=SparkCheckpoint(Path(f"{scratch}/cp/spark")),
+                landing=settings.landing_zone.location.absolute(),
             )
             batches: list[BatchSample] = []
             # The JVM (driver and, in local mode, the executors) is the gateway process PySpark started.

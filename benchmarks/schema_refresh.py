@@ -55,7 +55,7 @@ def psql(values: dict[str, str], sql: str) -> None:
     import psycopg
 
     with psycopg.connect(values["postgres"], autocommit=True) as conn:
-        conn.execute(sql)  # type: ignore[arg-type]
+        conn.execute(sql)
 
 
 def wait_rows(landing: Path, rows: int, connector_alive: Callable[[], bool], timeout_s: float = 7200) -> float:

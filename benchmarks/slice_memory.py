@@ -24,6 +24,7 @@ def _case(size: int, records: int) -> None:
 
     from connector.collect.pieces import CollectContext
     from connector.config import MirrorSettings
+    from connector.storage.location import StorageLocation
     from connector.stream.slices import SliceTask, collect_partition
     from tests.support.debezium import Topic, field
 
@@ -53,7 +54,7 @@ def _case(size: int, records: int) -> None:
     del chunks
     input_mib = table.nbytes // 2**20
     with tempfile.TemporaryDirectory() as landing:
-        task = SliceTask(0, CollectContext(MirrorSettings()), landing, "default")
+        task = SliceTask(0, CollectContext(MirrorSettings()), StorageLocation(landing))
         out = list(collect_partition(task, iter(table.to_batches())))
     assert len(out) == 1
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
