@@ -402,8 +402,8 @@ def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.Health
             break
         if _terminated(query, graceful, on_data_lost):
             break
-        progress = query.lastProgress
-        if not progress or progress.get("batchId", -1) == last_batch:
+        progress = _new_progress(query, last_batch)
+        if progress is None:
             continue
         last_batch = progress["batchId"]
         behind = offsets_behind(progress)
@@ -420,6 +420,19 @@ def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.Health
     exception = query.exception()
     if exception is not None and not graceful.explains(exception):
         raise _query_failure(str(exception), on_data_lost) from None
+
+
+def _new_progress(query: StreamingQuery, last_batch: int) -> dict[str, Any] | None:
+    """The query's last progress when it is of a batch after ``last_batch``; ``None`` (one py4j call) otherwise.
+
+    Read through the JVM's object: PySpark's ``lastProgress`` converts the whole progress each time (with a thousand
+    topics, every partition's offsets three times over), and this loop asks every second, mostly for a batch seen.
+    """
+    progress = query._jsq.lastProgress()
+    if progress is None or progress.batchId() == last_batch:
+        return None
+    parsed: dict[str, Any] = orjson.loads(progress.json())
+    return parsed
 
 
 def _route_spark_log(spark: SparkSession, settings: ConnectorSettings) -> None:
