@@ -85,6 +85,18 @@ def produce_one_update(bootstrap: str, topics: list[str], partitions: int, expec
     return len(topics)
 
 
+def run_flags(bootstrap: str, prefix: str, url: str, scratch: str, produced: int) -> list[str]:
+    """``run``'s flags for one benchmark: every topic of ``prefix``, a batch cap above what was produced."""
+    return [
+        "--bootstrap-servers", bootstrap,
+        "--topics", rf"{prefix}\..*",
+        "--landing-zone", url,
+        "--checkpoint", f"{scratch}/cp",
+        "--metrics-port", "0",
+        "--max-offsets-per-trigger", str(max(200_000, produced * 2)),
+    ]  # fmt: skip
+
+
 def connector_environment(args: argparse.Namespace) -> dict[str, str]:
     """The connector's settings the benchmark varies, as ``CONNECTOR_*`` variables (dicts as JSON)."""
     env = {"CONNECTOR_MIRROR__PUBLISH_PARALLELISM": str(args.publish_parallelism)}
@@ -226,14 +238,7 @@ def bench_tables(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
         create_topics(bootstrap, topics, partitions)
         produced = produce_changes(bootstrap, topics, partitions, args.changes, expected)
         print(f"{tables} topics × {partitions} partitions, {produced} events in {time.perf_counter() - started:.1f} s")
-        common = [
-            "--bootstrap-servers", bootstrap,
-            "--topics", rf"{prefix}\..*",
-            "--landing-zone", url,
-            "--checkpoint", f"{scratch}/cp",
-            "--metrics-port", "0",
-            "--max-offsets-per-trigger", str(max(200_000, produced * 2)),
-        ]  # fmt: skip
+        common = run_flags(bootstrap, prefix, url, scratch, produced)
         env = {**env, **connector_environment(args)}
 
         # 1. Catch-up: everything waiting, one available-now run.
@@ -395,15 +400,7 @@ def bench_trickle(args: argparse.Namespace) -> int:
         create_topics(bootstrap, topics, partitions)
         produced = produce_changes(bootstrap, topics, partitions, args.changes, expected)
         print(f"{tables} topics × {partitions} partitions, {produced} events waiting; service --trigger {args.trigger}")
-        command = [
-            "--bootstrap-servers", bootstrap,
-            "--topics", rf"{prefix}\..*",
-            "--landing-zone", url,
-            "--checkpoint", f"{scratch}/cp",
-            "--metrics-port", "0",
-            "--max-offsets-per-trigger", str(max(200_000, produced * 2)),
-            "--trigger", args.trigger,
-        ]  # fmt: skip
+        command = [*run_flags(bootstrap, prefix, url, scratch, produced), "--trigger", args.trigger]
         env = {**env, **connector_environment(args)}
         started = time.perf_counter()
         service = start_connector(command, Path(scratch) / "service.log", env)
