@@ -180,7 +180,7 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
     """Run the benchmark and print its figures; the last line is the one the README records."""
     from connector.stream.batch_writer import BatchWriter
     from connector.stream.job import spark_session
-    from connector.stream.source import stream
+    from connector.stream.source import kafka_read_spec, stream
     from connector.stream.spark_checkpoint import SparkCheckpoint
 
     events, partitions = args.events, args.partitions
@@ -222,6 +222,7 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
                 settings.spark.columnar_decode,
                 spark_checkpoint=SparkCheckpoint(Path(f"{scratch}/cp/spark")),
                 landing=settings.landing_zone.location.absolute(),
+                kafka_read=kafka_read_spec(settings)[0],
             )
             batches: list[BatchSample] = []
             # The JVM (driver and, in local mode, the executors) is the gateway process PySpark started.

@@ -322,6 +322,12 @@ class SourceSettings(_Frozen):
     kafka_options: dict[str, str] = Field(
         default_factory=dict, description="Kafka client options; ${env:X}/${file:P} for secrets."
     )
+    reader: Literal["direct", "spark"] = Field(
+        "direct",
+        description="How the executors read a micro-batch's records: 'direct' (Spark plans the offsets, its "
+        "Python workers read them with librdkafka: far less CPU per record) or 'spark' (Spark's own Kafka source "
+        "reads them, for kafka_options librdkafka has no form of, such as JKS stores; chosen by itself then).",
+    )
     path: str | None = Field(None, description="Folder of *.jsonl kcat dumps for kind=files.")
     value_format: Literal["json", "avro"] = Field(
         "json",

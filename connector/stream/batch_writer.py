@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from connector.collect.pieces import CollectContext
+from connector.collect.kafka_read import KafkaReadSpec
+from connector.collect.pieces import CollectContext, Collected
 from connector.operate import metrics
 from connector.publish.batch_result import BatchResult
 from connector.sink import MirrorSink, SinkBatch
 from connector.storage.location import StorageLocation
 from connector.stream.batch_retry import retry_transient
-from connector.stream.slices import SliceTask, collect_slices
+from connector.stream.kafka_ranges import RangeSplit, batch_ranges
+from connector.stream.slices import TASKS_PER_CORE, SliceTask, collect_ranges, collect_slices
 from connector.stream.spark_checkpoint import SparkCheckpoint
 
 if TYPE_CHECKING:
@@ -92,6 +94,8 @@ class BatchWriter:
         landing: StorageLocation,
         stop: threading.Event | None = None,
         publish_behind: bool = True,
+        kafka_read: KafkaReadSpec | None = None,
+        split: RangeSplit | None = None,
     ) -> None:
         self.sink = sink
         # The executors stage their files in the landing zone: each task carries where it is and as whom.
@@ -101,6 +105,9 @@ class BatchWriter:
         self.decode_on = decode_on
         self.columnar = columnar
         self.spark_checkpoint = spark_checkpoint
+        # Executors read the batch's Kafka ranges themselves (``source.reader: direct``); else from ``frame``.
+        self.kafka_read = kafka_read
+        self.split = split or RangeSplit()
         behind = publish_behind and decode_on == "executors"
         self._behind = PublishBehind(sink, self._report, self._publish_failed) if behind else None
 
@@ -154,7 +161,7 @@ class BatchWriter:
     def _collect_and_plan(self, frame: DataFrame, batch_id: int) -> tuple[SinkBatch, float]:
         """Collect and stage on the executors (behind the previous batch's publish), then plan under the lock."""
         context = self.sink.collect_context()
-        slices = collect_slices(frame, self._task(batch_id, context))
+        slices = self._collect(frame, batch_id, context)
         collected = time.monotonic()
         if self._behind is not None:
             self._behind.wait()
@@ -169,9 +176,18 @@ class BatchWriter:
                         "batch %d: the tables' state changed while it was collected; collecting it again", batch_id
                     )
                     self.sink.discard(slices)
-                    slices = collect_slices(frame, self._task(batch_id, now))
+                    slices = self._collect(frame, batch_id, now)
                     collected = time.monotonic()
             return batch.plan(slices), collected
+
+    def _collect(self, frame: DataFrame, batch_id: int, context: CollectContext) -> list[Collected]:
+        task = self._task(batch_id, context)
+        if self.kafka_read is None:
+            return collect_slices(frame, task)
+        ranges = batch_ranges(self.spark_checkpoint, batch_id)
+        spark = frame.sparkSession
+        groups = self.split.groups(ranges, TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism))
+        return collect_ranges(spark, groups, task, self.kafka_read)
 
     def _task(self, batch_id: int, context: CollectContext) -> SliceTask:
         return SliceTask(batch_id, context, self.landing, columnar=self.columnar)

@@ -39,13 +39,14 @@ from connector.stream.broker_check import BrokerCheck
 from connector.stream.data_loss_healing import heal_data_loss, kafka_check
 from connector.stream.debezium_settings import check_debezium_settings
 from connector.stream.fabric_status_poller import FabricStatusPoller
+from connector.stream.kafka_ranges import RangeSplit
 from connector.stream.preflight import check_before_spark
 from connector.stream.query_failure import report_query_failure
 from connector.stream.rebuild_ticker import RebuildTicker
 from connector.stream.resume import resume_from_ledger, starting_offsets
 from connector.stream.shutdown import GracefulStop
 from connector.stream.snapshot_signal import KafkaSnapshotSignal
-from connector.stream.source import kafka_jars, stream, with_consumer_cache
+from connector.stream.source import jvm_options, kafka_jars, kafka_read_spec, stream, with_consumer_cache
 from connector.stream.spark_checkpoint import SparkCheckpoint
 from connector.stream.spark_log import route_to_file, write_to_debug_log
 
@@ -95,7 +96,7 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
         for k, v in settings.spark.conf.items()
         if has_secret_reference(v) or (k.startswith("spark.hadoop.") and is_secret_setting(k, v))
     }
-    for key, value in settings.spark.conf.items():
+    for key, value in {**jvm_options(settings), **settings.spark.conf}.items():
         if key not in secret_conf:
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -173,6 +174,26 @@ def _exit_reason(code: int, graceful: GracefulStop, trigger: str) -> str:
     return "caught up (trigger available-now)" if trigger == "available-now" else "the query ended"
 
 
+def _batch_writer(started: StartedJob, graceful: GracefulStop) -> BatchWriter:
+    """``foreachBatch``'s function, reading Kafka on the executors themselves unless Spark's source must."""
+    settings = started.settings
+    kafka_read, why = kafka_read_spec(settings)
+    if settings.source.kind == "kafka":
+        how = "the executors read each batch's offsets themselves" if kafka_read else "Spark's Kafka source reads"
+        log.info("%s (%s)", how, why)
+    return BatchWriter(
+        started.writer.sink,
+        started.health,
+        settings.spark.decode_on,
+        settings.spark.columnar_decode,
+        spark_checkpoint=started.spark_checkpoint,
+        landing=started.writer.landing_location,
+        stop=graceful.requested,
+        kafka_read=kafka_read,
+        split=RangeSplit(settings.source.max_records_per_partition, settings.source.min_partitions),
+    )
+
+
 def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRecorder) -> int:
     """Run Spark's query until it ends or a stop is requested; the exit code."""
     settings, health, fabric_status, sink = started.settings, started.health, started.fabric_status, started.writer.sink
@@ -182,15 +203,7 @@ def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRec
     if graceful.requested.is_set():
         spark.stop()
         return _stopped_before_query(graceful)
-    batch_writer = BatchWriter(
-        sink,
-        health,
-        settings.spark.decode_on,
-        settings.spark.columnar_decode,
-        spark_checkpoint=started.spark_checkpoint,
-        landing=started.writer.landing_location,
-        stop=graceful.requested,
-    )
+    batch_writer = _batch_writer(started, graceful)
     query = _start_query(spark, settings, graceful.gate(batch_writer, on_refuse=_quiet_query_errors))
     status.running()
     health.set(True, "running")

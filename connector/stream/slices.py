@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, read_ranges
 from connector.collect.pieces import CollectContext, Collected
 from connector.collect.slice import collect_slice
 from connector.collect.staging import stage_slice
@@ -26,7 +27,7 @@ from connector.stream.python_worker import prepare_worker
 
 if TYPE_CHECKING:
     from pyspark import TaskContext
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 #: Tasks per executor core a micro-batch of many small partitions is joined into (``frame_in_tasks``).
 TASKS_PER_CORE = 4
@@ -51,6 +52,22 @@ def collect_slices(frame: DataFrame, task: SliceTask) -> list[Collected]:
     return [pickle.loads(data) for data in table.column(_SLICE_COLUMN).to_pylist()]  # noqa: S301
 
 
+def collect_ranges(
+    spark: SparkSession, groups: list[list[KafkaRange]], task: SliceTask, read: KafkaReadSpec
+) -> list[Collected]:
+    """Read, collect and stage each group of Kafka ranges in one task (``connector.collect.kafka_read``)."""
+    if not groups:
+        return []
+    tasks = spark.sparkContext.parallelize(groups, len(groups))
+    return tasks.map(partial(collect_ranges_task, task, read)).collect()
+
+
+def collect_ranges_task(task: SliceTask, read: KafkaReadSpec, ranges: list[KafkaRange]) -> Collected:
+    """One task of ``collect_ranges``: its ranges' records → staged files → their metadata."""
+    spark_task = _prepared_task()
+    return _collect_and_stage(task, read_ranges(read, ranges), spark_task)
+
+
 def frame_in_tasks(frame: DataFrame) -> DataFrame:
     """``frame`` in at most ``TASKS_PER_CORE`` tasks per core when its partitions are more (many small topics).
 
@@ -67,18 +84,29 @@ def frame_in_tasks(frame: DataFrame) -> DataFrame:
 
 def collect_partition(task: SliceTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: one partition's records → staged files and one pickled ``Collected`` of metadata."""
-    spark_task = _task_context()  # None when tests and ``convert`` call this directly
-    if spark_task is not None:
-        prepare_worker()
+    spark_task = _prepared_task()  # None when tests and ``convert`` call this directly
     arrow_batches = list(batches)
     if not arrow_batches:
         return
-    collected = collect_slice(task.context, pa.Table.from_batches(arrow_batches), columnar=task.columnar)
+    staged = _collect_and_stage(task, pa.Table.from_batches(arrow_batches), spark_task)
+    data = pickle.dumps(staged, protocol=pickle.HIGHEST_PROTOCOL)
+    yield pa.RecordBatch.from_arrays([pa.array([data], type=pa.binary())], schema=_SLICE_SCHEMA)
+
+
+def _collect_and_stage(task: SliceTask, records: pa.Table, spark_task: TaskContext | None) -> Collected:
+    collected = collect_slice(task.context, records, columnar=task.columnar)
     staged = stage_slice(_landing(task.landing), task.batch_id, collected, task.context)
     # A later attempt (after a failed or lost one, whose staged files stay behind).
     staged.retried = spark_task is not None and spark_task.attemptNumber() > 0
-    data = pickle.dumps(staged, protocol=pickle.HIGHEST_PROTOCOL)
-    yield pa.RecordBatch.from_arrays([pa.array([data], type=pa.binary())], schema=_SLICE_SCHEMA)
+    return staged
+
+
+def _prepared_task() -> TaskContext | None:
+    """The Spark task this runs in, its Python worker prepared; ``None`` outside Spark."""
+    spark_task = _task_context()
+    if spark_task is not None:
+        prepare_worker()
+    return spark_task
 
 
 def _task_context() -> TaskContext | None:

@@ -1,0 +1,217 @@
+"""Reading one task's Kafka offset ranges straight into Arrow record columns, in Spark's Python worker.
+
+Spark's Kafka source turns every record into a JVM row and then into Arrow for the Python worker that decodes
+it: most of a micro-batch's executor CPU (the JIT compiling that path, the rows, the transfer) went there, on
+top of the decode. Here the worker reads the ranges Spark planned for the batch itself, with librdkafka (the
+plain consumer's CPU: about 1 CPU-s per 1M records), one consumer for all of a task's partitions, kept for the
+worker's life. The columns are the ones ``connector.stream.source.stream`` selects from Spark's source, so the
+slice is collected by the same code either way.
+
+The rules are Spark's own with ``failOnDataLoss``: a range whose first offset is no longer in the log (aged
+out, deleted, the topic re-created) or whose end lies past the log's end stops the batch with an error that
+names the topic, partition and offsets (``KAFKA_DATA_LOSS``, read by ``connector.stream.query_failure``).
+Offsets the log skips inside a range (compaction, transaction markers) are not loss: a range ends at its end
+offset or at the log's end past it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from connector.errors import ConnectorError, TransientError
+
+HeaderChoice = Literal["none", "debezium", "all"]
+
+#: Records asked of librdkafka's queue at a time (it prefetches in the background).
+_CONSUME_BATCH = 20_000
+_POLL_S = 0.5
+_HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+
+
+class KafkaRange(NamedTuple):
+    """Offsets ``[start, end)`` of one topic-partition in one micro-batch (``start`` -2: the log's start)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class KafkaRecordsLost(ConnectorError):
+    """A micro-batch's range holds offsets Kafka no longer has (``failOnDataLoss``: never skipped silently)."""
+
+
+@dataclass(frozen=True)
+class KafkaReadSpec:
+    """How every task of the job reads its ranges: librdkafka's options and which columns the records need."""
+
+    options: tuple[tuple[str, str], ...]  # librdkafka settings, bootstrap servers and security included
+    headers: HeaderChoice = "none"
+    timestamps: bool = False
+    stall_timeout_s: float = 120.0  # no record and no end of partition for this long fails the task
+
+
+def read_ranges(spec: KafkaReadSpec, ranges: Sequence[KafkaRange]) -> pa.Table:
+    """Every record of ``ranges`` as Arrow record columns, each partition in offset order."""
+    reading = _RangeRead(spec, ranges)
+    consumer = _consumer(spec.options)
+    consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in ranges if r.end > r.start])
+    try:
+        reading.run(consumer)
+    finally:
+        consumer.unassign()
+    return reading.table()
+
+
+class _RangeRead:
+    """One task's read: the record tables so far and the partitions not yet at their end offset."""
+
+    def __init__(self, spec: KafkaReadSpec, ranges: Sequence[KafkaRange]) -> None:
+        self.spec = spec
+        self.ranges = {(r.topic, r.partition): r for r in ranges}
+        self.open = {key: r.end for key, r in self.ranges.items() if r.end > r.start}
+        self.next = {key: max(r.start, 0) for key, r in self.ranges.items()}
+        self.parts: list[pa.Table] = []
+
+    def run(self, consumer: Consumer) -> None:
+        last_progress = time.monotonic()
+        while self.open:
+            messages = consumer.consume(self._wanted(), _POLL_S)
+            if messages:
+                last_progress = time.monotonic()
+                self._take(consumer, messages)
+            elif time.monotonic() - last_progress > self.spec.stall_timeout_s:
+                waiting = ", ".join(f"{t}-{p} (up to offset {end})" for (t, p), end in sorted(self.open.items()))
+                msg = f"reading Kafka stalled for {self.spec.stall_timeout_s:.0f} s; still waiting on {waiting}"
+                raise TransientError(msg)
+
+    def _wanted(self) -> int:
+        """At most what the open ranges still hold (and their end events): librdkafka waits for a count it is asked."""
+        left = sum(end - self.next[key] for key, end in self.open.items()) + len(self.open)
+        return max(1, min(_CONSUME_BATCH, left))
+
+    def _take(self, consumer: Consumer, messages: list[Any]) -> None:
+        """Keep the messages inside their ranges, as columns (librdkafka hands them over in runs per partition)."""
+        events = [m for m in messages if m.error() is not None]
+        if events:
+            messages = [m for m in messages if m.error() is None]
+        if messages:
+            self._keep_in_range(self._columns(messages))
+        # After the records: a partition's end event follows its last records in the same batch.
+        for event in events:
+            self._event(consumer, event, event.error())
+
+    def _keep_in_range(self, batch: pa.Table) -> None:
+        topics, partitions = batch.column("topic"), batch.column("partition")
+        offsets = batch.column("offset").to_numpy()
+        changes = pc.or_(pc.not_equal(topics[1:], topics[:-1]), pc.not_equal(partitions[1:], partitions[:-1]))
+        starts = [0, *(np.flatnonzero(changes.to_numpy(zero_copy_only=False)) + 1).tolist()]
+        for first, after in zip(starts, [*starts[1:], len(offsets)], strict=True):
+            key = (topics[first].as_py(), partitions[first].as_py())
+            end = self.open.get(key)
+            if end is None:  # prefetched past a finished range
+                continue
+            run = offsets[first:after]
+            kept = int(np.searchsorted(run, end))
+            if kept:
+                self.parts.append(batch.slice(first, kept))
+                self.next[key] = int(run[kept - 1]) + 1
+            if kept < len(run) or run[-1] == end - 1:
+                del self.open[key]
+
+    def _columns(self, messages: list[Any]) -> pa.Table:
+        arrays = {
+            "topic": pa.array([m.topic() for m in messages], pa.string()),
+            "partition": pa.array([m.partition() for m in messages], pa.int32()),
+            "offset": pa.array([m.offset() for m in messages], pa.int64()),
+            "key": pa.array([m.key() for m in messages], pa.binary()),
+            "value": pa.array([m.value() for m in messages], pa.binary()),
+        }
+        if self.spec.headers != "none":
+            choice = self.spec.headers
+            arrays["headers"] = pa.array([_headers(m.headers(), choice) for m in messages], _HEADER_TYPE)
+        if self.spec.timestamps:
+            arrays["timestamp_ms"] = pa.array([m.timestamp()[1] for m in messages], pa.int64())
+        return pa.table(arrays)
+
+    def _event(self, consumer: Consumer, message: Any, error: KafkaError) -> None:
+        """End of a partition (done when past its range's end), lost offsets, or a client error."""
+        key = (message.topic(), message.partition())
+        code = error.code()
+        if code == KafkaError._PARTITION_EOF:
+            end = self.open.get(key)
+            if end is not None and message.offset() >= end:
+                del self.open[key]  # the range's last offsets were markers or compacted away
+            elif end is not None:
+                self._lost(consumer, key, message.offset())
+            return
+        if code == KafkaError._AUTO_OFFSET_RESET and key in self.open:
+            self._lost(consumer, key, None)
+        if error.fatal() or not error.retriable():
+            raise KafkaException(error)
+
+    def _lost(self, consumer: Consumer, key: tuple[str, int], log_end: int | None) -> None:
+        wanted = self.ranges[key]
+        low, high = consumer.get_watermark_offsets(TopicPartition(*key), timeout=30, cached=False)
+        topic, partition = key
+        msg = (
+            f"KAFKA_DATA_LOSS: Could not read records in offset [{wanted.start}, {wanted.end}) for topic partition "
+            f"{topic}-{partition}: the log holds offsets [{low}, {high if log_end is None else log_end}) now "
+            "(aged out by retention, deleted, or the topic was re-created). Some data may have been lost."
+        )
+        raise KafkaRecordsLost(msg)
+
+    def table(self) -> pa.Table:
+        if self.parts:
+            return pa.concat_tables(self.parts)
+        return _SCHEMA_FOR[(self.spec.headers != "none", self.spec.timestamps)].empty_table()
+
+
+_BASE_FIELDS = [
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+]
+_SCHEMA_FOR = {
+    (headers, timestamps): pa.schema(
+        _BASE_FIELDS
+        + ([pa.field("headers", _HEADER_TYPE)] if headers else [])
+        + ([pa.field("timestamp_ms", pa.int64())] if timestamps else [])
+    )
+    for headers in (False, True)
+    for timestamps in (False, True)
+}
+
+
+def _headers(headers: Iterable[tuple[str, bytes | None]] | None, choice: HeaderChoice) -> list[dict[str, Any]]:
+    """A record's headers as Spark's source gives them; ``debezium``: only ``__debezium.*`` outside its context."""
+    if not headers:
+        return []
+    if choice == "all":
+        return [{"key": k, "value": v} for k, v in headers]
+    return [
+        {"key": k, "value": v}
+        for k, v in headers
+        if k.startswith("__debezium.") and not k.startswith("__debezium.context.")
+    ]
+
+
+_consumers: dict[tuple[tuple[str, str], ...], Consumer] = {}
+
+
+def _consumer(options: tuple[tuple[str, str], ...]) -> Consumer:
+    """One consumer per worker process and settings (Spark reuses its Python workers across tasks and batches)."""
+    consumer = _consumers.get(options)
+    if consumer is None:
+        consumer = _consumers[options] = Consumer(dict(options))
+    return consumer
