@@ -215,3 +215,9 @@ def _consumer(options: tuple[tuple[str, str], ...]) -> Consumer:
     if consumer is None:
         consumer = _consumers[options] = Consumer(dict(options))
     return consumer
+
+
+def close_consumers() -> None:
+    """Close this process's consumers (a worker's end, or a test's broker going away)."""
+    while _consumers:
+        _consumers.popitem()[1].close()

@@ -8,14 +8,15 @@ offsets, in the wording the job's failure report reads.
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, KafkaRecordsLost, read_ranges
+from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, KafkaRecordsLost, close_consumers, read_ranges
 from connector.config import ConnectorSettings, MirrorSettings, SourceSettings
 from connector.stream.query_failure import SourceDataLost, explain_query_failure
 from connector.stream.source import kafka_read_spec
@@ -23,6 +24,13 @@ from connector.stream.source import kafka_read_spec
 pytestmark = pytest.mark.kafka
 
 TIMEOUT_S = 30
+
+
+@pytest.fixture(autouse=True)
+def _closed_consumers() -> Iterator[None]:
+    """This process's consumers go with each test (the broker stops at the session's end)."""
+    yield
+    close_consumers()
 
 
 def _spec(bootstrap: str, **mirror: object) -> KafkaReadSpec:
@@ -93,8 +101,13 @@ def test_a_range_that_ends_on_a_transaction_marker_ends(kafka_bootstrap: str, ma
     for i in range(4):
         producer.produce(topic, key=b"k", value=f"t{i}".encode(), partition=0)
     producer.commit_transaction(TIMEOUT_S)
-    probe = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "probe"})
-    low, high = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)
+    # The coordinator writes the commit marker after the commit returns: wait until the log holds it.
+    probe = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "probe", "isolation.level": "read_uncommitted"})
+    deadline = time.monotonic() + TIMEOUT_S
+    low, high = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S, cached=False)
+    while high < 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        low, high = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S, cached=False)
     probe.close()
     assert high == 5  # four records and the commit marker
     table = read_ranges(_spec(kafka_bootstrap), [KafkaRange(topic, 0, low, high)])

@@ -129,3 +129,16 @@ def test_c1_only_jit_when_the_executors_read_kafka_unless_spark_conf_says() -> N
     assert jvm_options(_kafka(reader="spark")) == {}
     mine = _kafka().model_copy(update={"spark": SparkSettings(conf={"spark.driver.extraJavaOptions": "-Xss4m"})})
     assert jvm_options(mine) == {"spark.executor.extraJavaOptions": C1_ONLY}
+
+
+def test_the_catching_up_rate_counts_the_offsets_a_batch_covered() -> None:
+    """Spark's processedRowsPerSecond is 0 when its frame is left unread: the rate comes from the offsets."""
+    from connector.stream.job import records_per_second
+
+    progress = {
+        "sources": [{"startOffset": {"a": {"0": 10}}, "endOffset": '{"a":{"0":110,"1":50}}'}],
+        "durationMs": {"triggerExecution": 500},
+        "processedRowsPerSecond": 0.0,
+    }
+    assert records_per_second(progress) == 300.0  # (100 + 50) offsets in 0.5 s
+    assert records_per_second({"sources": []}) == 0.0
