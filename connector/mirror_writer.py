@@ -65,6 +65,7 @@ def open_mirror_writer(
     settings: ConnectorSettings,
     *,
     checkpoint: StorageLocation | None = None,
+    landing: Storage | None = None,
     until_exit: bool = False,
     on_fenced: Callable[[Storage], None] | None = None,
     snapshot_signal: SnapshotSignal | None = None,
@@ -75,6 +76,7 @@ def open_mirror_writer(
     Args:
         settings: The landing zone, the mirror's rules, the source and the dead-letter output come from here.
         checkpoint: The ledger's folder; ``settings.checkpoint`` when omitted (``convert`` may use a scratch one).
+        landing: ``settings``' landing zone already opened (``run`` reads it before the fence); opened when omitted.
         until_exit: Hold the fence until the interpreter exits (``run``) instead of until ``release``.
         on_fenced: Called with the fenced checkpoint once the fence is held, before the sink recovers (the job's
             status file is written there, so a failed recovery is recorded too).
@@ -87,7 +89,7 @@ def open_mirror_writer(
     """
     location = settings.landing_zone.location.absolute()
     checkpoint = checkpoint or StorageLocation(settings.checkpoint, setting="checkpoint")
-    fence = WriterFence(location.open(), checkpoint.open())
+    fence = WriterFence(landing or location.open(), checkpoint.open())
     fence = fence.hold_until_exit() if until_exit else fence.acquire()
     try:
         if on_fenced is not None:

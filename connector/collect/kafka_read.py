@@ -16,6 +16,7 @@ offset or at the log's end past it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,11 +29,23 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connector.errors import ConnectorError, TransientError
 
+log = logging.getLogger(__name__)
+
 HeaderChoice = Literal["none", "debezium", "all"]
 
 #: Records asked of librdkafka's queue at a time (it prefetches in the background).
 _CONSUME_BATCH = 20_000
 _POLL_S = 0.5
+#: Client errors no retry mends: the read fails at once (Spark's consumer fails on these too).
+_REFUSED = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError._SSL,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+    }
+)
 _HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
 
@@ -90,7 +103,7 @@ class _RangeRead:
                 self._take(consumer, messages)
             elif time.monotonic() - last_progress > self.spec.stall_timeout_s:
                 waiting = ", ".join(f"{t}-{p} (up to offset {end})" for (t, p), end in sorted(self.open.items()))
-                msg = f"reading Kafka stalled for {self.spec.stall_timeout_s:.0f} s; still waiting on {waiting}"
+                msg = f"reading Kafka stalled for {self.spec.stall_timeout_s:g} s; still waiting on {waiting}"
                 raise TransientError(msg)
 
     def _wanted(self) -> int:
@@ -155,8 +168,10 @@ class _RangeRead:
             return
         if code == KafkaError._AUTO_OFFSET_RESET and key in self.open:
             self._lost(consumer, key, None)
-        if error.fatal() or not error.retriable():
+        if error.fatal() or code in _REFUSED:
             raise KafkaException(error)
+        # A broker going away or a leader moving: librdkafka reconnects by itself; the stall timeout ends it.
+        log.warning("reading %s-%s: %s", key[0], key[1], error.str())
 
     def _lost(self, consumer: Consumer, key: tuple[str, int], log_end: int | None) -> None:
         wanted = self.ranges[key]

@@ -32,7 +32,7 @@ from connector.publish.ledger import BatchLedger
 from connector.publish.source_identity import check_topic_prefix, check_topics
 from connector.secrets import has_secret_reference, is_secret_setting, resolve_secret_references
 from connector.sink import MirrorSink
-from connector.storage import is_remote
+from connector.storage import Storage, is_remote
 from connector.storage.location import StorageLocation
 from connector.stream.batch_writer import BatchWriter
 from connector.stream.broker_check import BrokerCheck
@@ -296,8 +296,10 @@ def _start_up(
         # whose topics the pattern no longer matches, fails inside Spark, or as a misleading data-loss error:
         # refused first, read-only, before the landing zone. A resume moves that folder aside instead.
         spark_checkpoint.verify_source(settings.source)
+    # Opened once: the read-only check below and the writer's fence use the same client (one token on OneLake).
+    landing = settings.landing_zone.location.absolute().open()
     if topics is not None:
-        _check_topic_prefix(settings, topics)
+        _check_topic_prefix(settings, topics, landing)
     if graceful.requested.is_set():
         return None
     check_debezium_settings(settings)
@@ -313,6 +315,7 @@ def _start_up(
     # start-up clean-up runs, so a second instance is refused before it can delete our uploads.
     writer = open_mirror_writer(
         settings,
+        landing=landing,
         until_exit=True,
         on_fenced=status.arm,
         snapshot_signal=KafkaSnapshotSignal(settings.source, settings.mirror.rebuild)
@@ -338,17 +341,16 @@ def _start_up(
     return StartedJob(settings, health, fabric_status, writer, spark_checkpoint)
 
 
-def _check_topic_prefix(settings: ConnectorSettings, topics: Collection[str]) -> None:
+def _check_topic_prefix(settings: ConnectorSettings, topics: Collection[str], landing: Storage) -> None:
     """A landing zone mirrors one Debezium source: refuse topics of another prefix, or two for one table folder.
 
     Read-only, before the fence: the landing zone is listed and the ledger read, not locked.
     """
-    location = settings.landing_zone.location
-    prefix = check_topics(topics, settings.mirror, location.url)
+    prefix = check_topics(topics, settings.mirror, settings.landing_zone.location.url)
     checkpoint = StorageLocation(settings.checkpoint, setting="checkpoint")
     check_topic_prefix(
         prefix,
-        location.open(),
+        landing,
         BatchLedger(checkpoint.open()).state,
         where_ledger=settings.checkpoint,
         topics=settings.source.topics,
