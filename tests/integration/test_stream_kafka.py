@@ -122,3 +122,27 @@ def test_sigkill_while_publishing_then_restart(
     final = file_digests(landing)
     assert {k: final[k] for k in published} == published  # never overwritten
     assert not list((tmp_path / "lz").rglob("_staged_*"))
+
+
+def test_spark_s_own_kafka_source_publishes_what_the_direct_read_does(
+    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """``source.reader: spark`` (chosen by itself for JKS stores) works, and both readers publish the same files."""
+    prefix = "itreaders"
+    workload = prepare(make_topic, kafka_bootstrap, prefix, 1200)
+    digests = {}
+    for reader in ("direct", "spark"):
+        folder = tmp_path / reader
+        folder.mkdir()
+        result = run_connector(
+            *connector_args(kafka_bootstrap, prefix, folder), env={"CONNECTOR_SOURCE__READER": reader}
+        )
+        assert result.returncode == 0, result.stderr[-4000:]
+        said = (
+            "the executors read each batch's offsets themselves" if reader == "direct" else "Spark's Kafka source reads"
+        )
+        assert said in result.stderr
+        storage = LocalStorage(str(folder / "lz"))
+        assert_mirror_equals(storage, workload)
+        digests[reader] = file_digests(storage)
+    assert digests["direct"] == digests["spark"]
