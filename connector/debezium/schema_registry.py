@@ -152,7 +152,8 @@ class SchemaRegistry:
             else:
                 return str(schema.schema_str), str(getattr(schema, "schema_type", None) or "AVRO")
             now = time.monotonic()
-            if now >= deadline:
+            # Asked twice at least: one slow answer (a loaded machine) alone never ends the wait.
+            if now >= deadline and attempt > 0:
                 raise RegistryUnavailable(self.display_url, record.position, now - started, reason)
             if attempt % 5 == 0:
                 _LOG.warning(
@@ -165,7 +166,7 @@ class SchemaRegistry:
                     deadline - now,
                 )
             step = min(_BACKOFF_MAX_S, _BACKOFF_FIRST_S * 2**attempt)
-            time.sleep(min(step / 2 + random.uniform(0, step / 2), deadline - now))  # noqa: S311 (jitter)
+            time.sleep(max(0.0, min(step / 2 + random.uniform(0, step / 2), deadline - now)))  # noqa: S311 (jitter)
             attempt += 1
 
     def _registry_client(self) -> SchemaRegistryClient:
