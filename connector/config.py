@@ -298,7 +298,7 @@ class SourceSettings(_Frozen):
         "sample, for a local landing zone only). Default: kafka when bootstrap_servers is set, else files.",
     )
     bootstrap_servers: str | None = None
-    topics: str = Field(".*", description="Topic regex (Spark's subscribePattern).")
+    topics: str = Field(".*", description="Topic regex, matched against whole topic names.")
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = Field(200_000, gt=0)
     min_offsets_per_trigger: int | None = Field(

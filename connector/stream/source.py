@@ -119,7 +119,7 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", source.bootstrap_servers)
-        .option("subscribePattern", source.topics)
+        .option("subscribePattern", whole_name_pattern(source.topics))
         .option("startingOffsets", source.starting_offsets)
         .option("includeHeaders", str(with_headers).lower())
         # A gap in a topic (retention deleted unread records) must stop the job, not skip silently.
@@ -149,6 +149,17 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
         "headers", lambda h: h["key"].startswith("__debezium.") & ~h["key"].startswith("__debezium.context.")
     )
     return records.select("topic", "partition", "offset", "key", "value", headers.alias("headers"))
+
+
+def whole_name_pattern(topics: str) -> str:
+    r"""``source.topics`` as Spark must be given it: anchored, so that it matches whole topic names.
+
+    Spark's ``subscribePattern`` finds the pattern anywhere in a name (``abc\.x`` takes ``zabc.x`` and ``abc.xz``
+    too), while every check before Spark starts (the topics listed, the checkpoint's, the data-loss check, a
+    resume) matches whole names: unanchored, a topic created later whose name merely contains the pattern would
+    be mirrored unchecked.
+    """
+    return f"^(?:{topics})$"
 
 
 def _batch_shape_options(source: SourceSettings) -> dict[str, str]:

@@ -146,3 +146,17 @@ def test_spark_s_own_kafka_source_publishes_what_the_direct_read_does(
         assert_mirror_equals(storage, workload)
         digests[reader] = file_digests(storage)
     assert digests["direct"] == digests["spark"]
+
+
+def test_the_topic_pattern_matches_whole_names_only(
+    kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Spark's subscribePattern finds a pattern inside a name: ``itanchor...`` would take ``xitanchor.*`` too."""
+    workload = prepare(make_topic, kafka_bootstrap, "itanchor", 300)
+    # Names containing the pattern, not matching it, and carrying the same tables with other rows.
+    prepare(make_topic, kafka_bootstrap, "xitanchor", 700)
+    result = run_connector(*connector_args(kafka_bootstrap, "itanchor", tmp_path))
+    assert result.returncode == 0, result.stderr[-4000:]
+    storage = LocalStorage(str(tmp_path / "lz"))
+    assert_mirror_equals(storage, workload)
+    assert not [e.path for e in storage.list_dir("") if "xitanchor" in e.path]
