@@ -133,9 +133,11 @@ class _RangeRead:
             if end is None:  # prefetched past a finished range
                 continue
             run = offsets[first:after]
+            # Before the next offset wanted: delivered already, or left from the worker's previous assignment.
+            skipped = int(np.searchsorted(run, self.next[key]))
             kept = int(np.searchsorted(run, end))
-            if kept:
-                self.parts.append(batch.slice(first, kept))
+            if kept > skipped:
+                self.parts.append(batch.slice(first + skipped, kept - skipped))
                 self.next[key] = int(run[kept - 1]) + 1
             if kept < len(run) or run[-1] == end - 1:
                 del self.open[key]

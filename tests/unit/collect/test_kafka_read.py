@@ -1,4 +1,4 @@
-"""A task's Kafka read when no broker answers: it waits, then fails transiently naming what it waited for.
+"""A task's Kafka read: what it keeps of what librdkafka delivers, and a broker that never answers.
 
 (The reads themselves run against a real broker in ``tests/integration/test_kafka_read.py``.)
 """
@@ -8,9 +8,10 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pytest
 
-from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, close_consumers, read_ranges
+from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, _RangeRead, close_consumers, read_ranges
 from connector.errors import TransientError
 from connector.stream.source import DIRECT_READ_DEFAULTS
 
@@ -30,3 +31,35 @@ def test_a_read_no_broker_answers_fails_transiently_naming_its_partitions(closed
     spec = KafkaReadSpec(tuple(sorted(options.items())), stall_timeout_s=1.5)
     with pytest.raises(TransientError, match=r"stalled for 1.5 s; still waiting on orders-0 \(up to offset 10\)"):
         read_ranges(spec, [KafkaRange("orders", 0, 0, 10)])
+
+
+def _delivered(rows: list[tuple[str, int, int]]) -> pa.Table:
+    return pa.table(
+        {
+            "topic": pa.array([t for t, _, _ in rows], pa.string()),
+            "partition": pa.array([p for _, p, _ in rows], pa.int32()),
+            "offset": pa.array([o for _, _, o in rows], pa.int64()),
+            "key": pa.array([None] * len(rows), pa.binary()),
+            "value": pa.array([f"{t}-{p}@{o}".encode() for t, p, o in rows], pa.binary()),
+        }
+    )
+
+
+def test_only_offsets_inside_each_range_are_kept_whatever_librdkafka_delivers() -> None:
+    """Runs per partition, stale offsets of a previous assignment, records prefetched past a range's end."""
+    reading = _RangeRead(KafkaReadSpec(()), [KafkaRange("a", 0, 5, 10), KafkaRange("b", 1, 0, 100)])
+    reading._keep_in_range(_delivered([("a", 0, o) for o in (2, 3, 5, 6)] + [("b", 1, 0), ("b", 1, 1), ("c", 0, 9)]))
+    reading._keep_in_range(_delivered([("a", 0, o) for o in (6, 7, 8, 9, 10, 11)] + [("b", 1, 2)]))
+    reading._keep_in_range(_delivered([("a", 0, 12)]))  # the range is done: ignored
+    table = reading.table()
+    by_partition = {
+        key: [
+            o
+            for t, p, o in zip(*(table.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True)
+            if (t, p) == key
+        ]
+        for key in (("a", 0), ("b", 1))
+    }
+    assert by_partition == {("a", 0): [5, 6, 7, 8, 9], ("b", 1): [0, 1, 2]}
+    assert table.num_rows == 8
+    assert reading.open == {("b", 1): 100}  # a-0 reached its end offset; b-1 waits for more
