@@ -98,9 +98,8 @@ class _RangeRead:
         last_progress = time.monotonic()
         while self.open:
             messages = consumer.consume(self._wanted(), _POLL_S)
-            if messages:
+            if messages and self._take(consumer, messages):
                 last_progress = time.monotonic()
-                self._take(consumer, messages)
             elif time.monotonic() - last_progress > self.spec.stall_timeout_s:
                 waiting = ", ".join(f"{t}-{p} (up to offset {end})" for (t, p), end in sorted(self.open.items()))
                 msg = f"reading Kafka stalled for {self.spec.stall_timeout_s:g} s; still waiting on {waiting}"
@@ -111,8 +110,12 @@ class _RangeRead:
         left = sum(end - self.next[key] for key, end in self.open.items()) + len(self.open)
         return max(1, min(_CONSUME_BATCH, left))
 
-    def _take(self, consumer: Consumer, messages: list[Any]) -> None:
-        """Keep the messages inside their ranges, as columns (librdkafka hands them over in runs per partition)."""
+    def _take(self, consumer: Consumer, messages: list[Any]) -> bool:
+        """Keep the messages inside their ranges, as columns (librdkafka hands them over in runs per partition).
+
+        Whether the read progressed: records, or a partition's end (a partition's error events alone, such as an
+        unknown topic while metadata settles, are no progress).
+        """
         events = [m for m in messages if m.error() is not None]
         if events:
             messages = [m for m in messages if m.error() is None]
@@ -121,6 +124,7 @@ class _RangeRead:
         # After the records: a partition's end event follows its last records in the same batch.
         for event in events:
             self._event(consumer, event, event.error())
+        return bool(messages) or any(e.error().code() == KafkaError._PARTITION_EOF for e in events)
 
     def _keep_in_range(self, batch: pa.Table) -> None:
         topics, partitions = batch.column("topic"), batch.column("partition")
