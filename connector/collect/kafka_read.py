@@ -32,6 +32,9 @@ from connector.errors import ConnectorError, TransientError
 log = logging.getLogger(__name__)
 
 HeaderChoice = Literal["none", "debezium", "all"]
+#: ``debezium`` headers: Debezium's own, except its per-record context (``connector.stream.source`` filters alike).
+DEBEZIUM_HEADERS = "__debezium."
+DEBEZIUM_CONTEXT_HEADERS = "__debezium.context."
 
 #: Records asked of librdkafka's queue at a time (it prefetches in the background).
 _CONSUME_BATCH = 20_000
@@ -92,6 +95,7 @@ class _RangeRead:
         self.ranges = {(r.topic, r.partition): r for r in ranges}
         self.open = {key: r.end for key, r in self.ranges.items() if r.end > r.start}
         self.next = {key: max(r.start, 0) for key, r in self.ranges.items()}
+        self.schema = _SCHEMA_FOR[(spec.headers != "none", spec.timestamps)]
         self.parts: list[pa.Table] = []
 
     def run(self, consumer: Consumer) -> None:
@@ -147,19 +151,19 @@ class _RangeRead:
                 del self.open[key]
 
     def _columns(self, messages: list[Any]) -> pa.Table:
-        arrays = {
-            "topic": pa.array([m.topic() for m in messages], pa.string()),
-            "partition": pa.array([m.partition() for m in messages], pa.int32()),
-            "offset": pa.array([m.offset() for m in messages], pa.int64()),
-            "key": pa.array([m.key() for m in messages], pa.binary()),
-            "value": pa.array([m.value() for m in messages], pa.binary()),
+        columns = {
+            "topic": [m.topic() for m in messages],
+            "partition": [m.partition() for m in messages],
+            "offset": [m.offset() for m in messages],
+            "key": [m.key() for m in messages],
+            "value": [m.value() for m in messages],
         }
         if self.spec.headers != "none":
             choice = self.spec.headers
-            arrays["headers"] = pa.array([_headers(m.headers(), choice) for m in messages], _HEADER_TYPE)
+            columns["headers"] = [_headers(m.headers(), choice) for m in messages]
         if self.spec.timestamps:
-            arrays["timestamp_ms"] = pa.array([m.timestamp()[1] for m in messages], pa.int64())
-        return pa.table(arrays)
+            columns["timestamp_ms"] = [m.timestamp()[1] for m in messages]
+        return pa.Table.from_pydict(columns, schema=self.schema)
 
     def _event(self, consumer: Consumer, message: Any, error: KafkaError) -> None:
         """End of a partition (done when past its range's end), lost offsets, or a client error."""
@@ -191,9 +195,7 @@ class _RangeRead:
         raise KafkaRecordsLost(msg)
 
     def table(self) -> pa.Table:
-        if self.parts:
-            return pa.concat_tables(self.parts)
-        return _SCHEMA_FOR[(self.spec.headers != "none", self.spec.timestamps)].empty_table()
+        return pa.concat_tables(self.parts) if self.parts else self.schema.empty_table()
 
 
 _BASE_FIELDS = [
@@ -223,7 +225,7 @@ def _headers(headers: Iterable[tuple[str, bytes | None]] | None, choice: HeaderC
     return [
         {"key": k, "value": v}
         for k, v in headers
-        if k.startswith("__debezium.") and not k.startswith("__debezium.context.")
+        if k.startswith(DEBEZIUM_HEADERS) and not k.startswith(DEBEZIUM_CONTEXT_HEADERS)
     ]
 
 

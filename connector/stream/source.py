@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from connector.collect.kafka_read import HeaderChoice, KafkaReadSpec
+from connector.collect.kafka_read import DEBEZIUM_CONTEXT_HEADERS, DEBEZIUM_HEADERS, HeaderChoice, KafkaReadSpec
 from connector.collect.poison import dead_letter_in_use
 from connector.config import ConnectorSettings, MirrorSettings, SourceSettings
 from connector.errors import ConfigError
@@ -115,13 +115,13 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
     if not source.bootstrap_servers:
         msg = "source.bootstrap_servers is required for source.kind=kafka (--bootstrap-servers)"
         raise ConfigError(msg)
-    with_headers = headers_needed(settings.mirror)
+    headers = header_choice(settings.mirror)
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", source.bootstrap_servers)
         .option("subscribePattern", whole_name_pattern(source.topics))
         .option("startingOffsets", source.starting_offsets)
-        .option("includeHeaders", str(with_headers).lower())
+        .option("includeHeaders", str(headers != "none").lower())
         # A gap in a topic (retention deleted unread records) must stop the job, not skip silently.
         .option("failOnDataLoss", "true")
     )
@@ -130,9 +130,9 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
     for key, value in {**KAFKA_READ_DEFAULTS, **source.resolved_kafka_options()}.items():
         reader = reader.option(key, value)
     records = reader.load()
-    if not with_headers:
+    if headers == "none":
         return records.select("topic", "partition", "offset", "key", "value")
-    if dead_letter_in_use(settings.mirror):
+    if headers == "all":
         # A poison record is dead-lettered with its headers exactly as Kafka held them, and which record is
         # poison is known only once it is decoded: every record keeps every header. The columnar lane never
         # reads them; the record-by-record path pays a few percent (records_from_arrow).
@@ -145,10 +145,10 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
 
     # keep-last alone reads only Debezium's key-change header; the others (__debezium.context.* on every
     # record, an application's tracing headers) would only cost transfer.
-    headers = func.filter(
-        "headers", lambda h: h["key"].startswith("__debezium.") & ~h["key"].startswith("__debezium.context.")
+    debezium = func.filter(
+        "headers", lambda h: h["key"].startswith(DEBEZIUM_HEADERS) & ~h["key"].startswith(DEBEZIUM_CONTEXT_HEADERS)
     )
-    return records.select("topic", "partition", "offset", "key", "value", headers.alias("headers"))
+    return records.select("topic", "partition", "offset", "key", "value", debezium.alias("headers"))
 
 
 def whole_name_pattern(topics: str) -> str:
@@ -200,10 +200,7 @@ def kafka_read_spec(settings: ConnectorSettings) -> tuple[KafkaReadSpec | None, 
     if skipped:
         return None, f"source.kafka_options {', '.join(sorted(skipped))} have no librdkafka form"
     options = {**DIRECT_READ_DEFAULTS, **security, "bootstrap.servers": str(source.bootstrap_servers)}
-    if dead_letter_in_use(settings.mirror):
-        headers: HeaderChoice = "all"
-    else:
-        headers = "debezium" if headers_needed(settings.mirror) else "none"
+    headers = header_choice(settings.mirror)
     spec = KafkaReadSpec(tuple(sorted(options.items())), headers=headers, timestamps=headers == "all")
     return spec, "source.reader is direct"
 
@@ -219,6 +216,18 @@ def jvm_options(settings: ConnectorSettings) -> dict[str, str]:
         return {}
     options = {"spark.driver.extraJavaOptions": C1_ONLY, "spark.executor.extraJavaOptions": C1_ONLY}
     return {key: value for key, value in options.items() if key not in settings.spark.conf}
+
+
+def header_choice(mirror: MirrorSettings) -> HeaderChoice:
+    """Which Kafka headers the records carry, whichever reader reads them.
+
+    ``all`` (with the Kafka timestamp) when records may be dead-lettered: a poison record goes out with its headers
+    exactly as Kafka held them, and which record is poison is known only once it is decoded. ``debezium`` for
+    ``keep-last`` TOAST stores, which read only Debezium's key-change header (the others would only cost transfer).
+    """
+    if dead_letter_in_use(mirror):
+        return "all"
+    return "debezium" if headers_needed(mirror) else "none"
 
 
 def headers_needed(mirror: MirrorSettings) -> bool:
