@@ -66,6 +66,23 @@ class LocalStorage(Storage):
         _fsync_dir(target.parent)
 
     @override
+    def write_aside(self, path: str, data: bytes) -> None:
+        # Straight to the staged name, with no ``_tmp_`` file aside: a task killed mid-write leaves that name,
+        # which the batch's clean-up of failed attempts deletes; a ``_tmp_`` file would wait for the next start.
+        target = self._abs(path)
+        with _naming_the_path(target, path, "write_aside"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except BaseException:
+                target.unlink(missing_ok=True)  # the name is this write's own: a full disk leaves nothing
+                raise
+
+    @override
     def replace(self, path: str, data: bytes) -> None:
         target = self._abs(path)
         with _naming_the_path(target, path, "replace"):

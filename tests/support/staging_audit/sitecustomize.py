@@ -2,9 +2,9 @@
 
 Put this folder on ``PYTHONPATH`` (the driver's environment, and ``spark.executorEnv.PYTHONPATH`` for the
 executors' Python workers) with ``STAGING_AUDIT_LOG`` naming the record file; without that variable it does
-nothing. It only observes: an audit hook (PEP 578) sees the ``os.link`` / ``os.rename`` by which
-``LocalStorage`` puts a staged file in place, and appends one line with ``O_APPEND`` (atomic for such short
-lines, so the driver and every worker can share the file).
+nothing. It only observes: an audit hook (PEP 578) sees the ``open`` with ``O_CREAT`` by which ``LocalStorage``
+writes a staged file (or an ``os.link`` / ``os.rename`` putting one in place), and appends one line with
+``O_APPEND`` (atomic for such short lines, so the driver and every worker can share the file).
 """
 
 from __future__ import annotations
@@ -18,9 +18,16 @@ _writing = [False]
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event not in {"os.link", "os.rename"} or _writing[0]:
+    if _writing[0]:
         return
-    destination = os.fsdecode(args[1])
+    if event == "open" and isinstance(args[0], (str, bytes)) and isinstance(args[2], int):
+        if not args[2] & os.O_CREAT:
+            return
+        destination = os.fsdecode(args[0])
+    elif event in {"os.link", "os.rename"}:
+        destination = os.fsdecode(args[1])
+    else:
+        return
     if not os.path.basename(destination).startswith("_staged_"):
         return
     _writing[0] = True

@@ -65,6 +65,16 @@ def test_create_same_content_twice_still_refuses(storage: Storage) -> None:
         storage.create("t/00000000000000000001.parquet", b"same")
 
 
+def test_write_aside_writes_in_place_with_no_temporary_file(storage: Storage) -> None:
+    # A task killed mid-write must leave only its staged name, which the batch's clean-up of failed attempts
+    # deletes: a ``_tmp_`` file aside would stay in the table folder until the next start.
+    storage.write_aside("t/_staged_1_a.parquet", PAYLOAD)
+    assert walk(storage) == ["t/_staged_1_a.parquet"]
+    storage.rename_new("t/_staged_1_a.parquet", "t/00000000000000000001.parquet", size=len(PAYLOAD))
+    assert storage.read_bytes("t/00000000000000000001.parquet") == PAYLOAD
+    assert walk(storage) == ["t/00000000000000000001.parquet"]
+
+
 def test_read_missing_file_raises_file_not_found(storage: Storage) -> None:
     with pytest.raises(FileNotFoundError):
         storage.read_bytes("nowhere/00000000000000000001.parquet")
