@@ -496,7 +496,8 @@ def _stop(query: StreamingQuery, graceful: GracefulStop) -> None:
     except Exception as exc:
         # Only planning is left to cut short (no batch is in flight, none may start): safe to leave.
         log.warning(
-            "the query did not stop within %.0fs (%s); leaving it: no batch is being published",
+            "the query did not stop within spark.sql.streaming.stopTimeout (%.0f s unless spark.conf sets it): %s; "
+            "leaving it: no batch is being published",
             QUERY_STOP_TIMEOUT_S,
             str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
         )

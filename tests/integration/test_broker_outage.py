@@ -68,6 +68,10 @@ def test_broker_outage_turns_readyz_unready(own_broker: tuple[str, Path], tmp_pa
         admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(60)
     produce(bootstrap, workload.records(500))
     args = connector_args(bootstrap, "outage", tmp_path)
+    # The stop during the outage waits out Spark's stop timeout (30 s by default): a user's shorter one is used.
+    (tmp_path / "config.yaml").write_text(
+        "mirror:\n  max_rows_per_file: 400\nspark:\n  conf:\n    spark.sql.streaming.stopTimeout: '5000'\n"
+    )
     port = free_port()
     args[args.index("--trigger") + 1] = "2s"
     args[args.index("--metrics-port") + 1] = str(port)

@@ -65,7 +65,8 @@ def test_stop_signal_mid_stream_exits_zero_and_mirror_stays_exact(
     args[args.index("--max-offsets-per-trigger") + 1] = "400"
     checkpoint = tmp_path / "cp"
     last = -1
-    for attempt in range(3):
+    # SIGTERM, what Kubernetes sends, stops three runs; SIGINT (Ctrl-C) goes the same way, so one run is enough.
+    for attempt in range(3 if stop_signal == signal.SIGTERM else 1):
         log = tmp_path / f"run-{attempt}.log"
         process = start_streaming(args, log)
         last = wait_for_batches(process, checkpoint, last, log)

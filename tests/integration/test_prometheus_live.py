@@ -27,6 +27,19 @@ from tests.support.model import Workload
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 READY_TIMEOUT_S = 240
+DATA_TIMEOUT_S = 90
+#: What the test's traffic must show; Fabric's view is the double's, read with the token from ${env:...}.
+EXPECTED_VALUES = [
+    'up{job="debezium-fabric-mirror"} == 1',
+    'cdc_mirror_dead_letters_total{table="public.customers"} == 1',
+    'cdc_mirror_rows_published_marker_free_total{table="public.loaded"} == 20',
+    "cdc_mirror_ready == 1",
+    "cdc_mirror_kafka_reachable == 1",
+    "cdc_mirror_fabric_status_readable == 1",
+    'cdc_mirror_fabric_table_failed{table="sales.orders"} == 1',
+    'cdc_mirror_fabric_table_state{table="public.customers", state="Replicating"} == 1',
+    'cdc_mirror_fabric_processed_rows{table="public.customers"} == 480',
+]
 
 
 def free_port() -> int:
@@ -51,6 +64,18 @@ def fabric_api() -> Iterator[FabricApiDouble]:
         double.set_table("public", "customers", processed_rows=480, processed_bytes=52_000)
         double.set_table("sales", "orders", "Failed", processed_rows=12, error=("SchemaChange", "type changed"))
         yield double
+
+
+def without_data(prometheus: str) -> tuple[list[str], list[str]]:
+    """The dashboard queries, and the metrics the alerts use, that Prometheus has no data for yet."""
+    # A trailing comparison ("... == 1") filters a healthy connector's series away: query what it compares.
+    empty = [
+        expr
+        for expr in dashboard_expressions()
+        if not query(prometheus, re.sub(r"\s*(==|!=|>=|<=|>|<)\s*[\d.]+\s*$", "", grafana_substitute(expr)))
+    ]
+    alert_metrics = {name for expr in alert_expressions().values() for name in METRIC_RE.findall(expr)}
+    return empty, [name for name in sorted(alert_metrics) if not query(prometheus, name)]
 
 
 def test_prometheus_scrapes_connector_and_every_query_has_data(
@@ -145,26 +170,19 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
         # A nullable column added to a table (union: no snapshot needed), so cdc_mirror_schema_changes_total exists.
         loaded.columns = [*loaded.columns, field("note", "string")]
         produce(kafka_bootstrap, [loaded.record("u", None, {"id": 1, "name": "row 1", "note": "added"})])
-        time.sleep(20)
-        # A trailing comparison ("... == 1") filters a healthy connector's series away: query what it compares.
-        empty = [
-            expr
-            for expr in dashboard_expressions()
-            if not query(prometheus, re.sub(r"\s*(==|!=|>=|<=|>|<)\s*[\d.]+\s*$", "", grafana_substitute(expr)))
-        ]
+        # Until every dashboard query and every metric an alert uses has data (rates need two scrapes after it),
+        # and the values below hold: they change no more once the backlog is published.
+        deadline = time.monotonic() + DATA_TIMEOUT_S
+        while time.monotonic() < deadline:
+            empty, missing = without_data(prometheus)
+            failing = [expr for expr in EXPECTED_VALUES if not query(prometheus, expr)]
+            if not (empty or missing or failing):
+                break
+            time.sleep(2)
         assert empty == [], f"dashboard queries without data: {empty}"
-        alert_metrics = {name for expr in alert_expressions().values() for name in METRIC_RE.findall(expr)}
-        missing = [name for name in sorted(alert_metrics) if not query(prometheus, name)]
         assert missing == [], f"metrics used by alerts without data: {missing}"
-        assert query(prometheus, 'up{job="debezium-fabric-mirror"} == 1')
-        assert query(prometheus, 'cdc_mirror_dead_letters_total{table="public.customers"} == 1')
-        assert query(prometheus, 'cdc_mirror_rows_published_marker_free_total{table="public.loaded"} == 20')
-        assert query(prometheus, "cdc_mirror_ready == 1") and query(prometheus, "cdc_mirror_kafka_reachable == 1")
+        assert failing == [], f"queries without the expected value: {failing}"
         # Fabric's view, read through every page of the double with the token from ${env:...}.
-        assert query(prometheus, "cdc_mirror_fabric_status_readable == 1")
-        assert query(prometheus, 'cdc_mirror_fabric_table_failed{table="sales.orders"} == 1')
-        assert query(prometheus, 'cdc_mirror_fabric_table_state{table="public.customers", state="Replicating"} == 1')
-        assert query(prometheus, 'cdc_mirror_fabric_processed_rows{table="public.customers"} == 480')
         assert {c.continuation_token for c in fabric_api.table_calls()} == {None, "page-1"}
         assert {c.authorization for c in fabric_api.table_calls()} == {f"Bearer {TOKEN}"}
         # A table Fabric no longer lists loses its series; a table it reports again comes back.
