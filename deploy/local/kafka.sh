@@ -4,6 +4,7 @@
 #   kafka.sh start    start (or reuse) the broker; prints exactly one stdout line:
 #                       bootstrap.servers=127.0.0.1:PORT
 #   kafka.sh stop     stop the broker started from this state dir (pid file only)
+#   kafka.sh kill     SIGKILL that broker: for a state dir thrown away next (a later start recovers its logs)
 #   kafka.sh status   "running bootstrap.servers=..." (exit 0) or "stopped" (exit 1)
 #
 # Environment: STATE_DIR (default <repo>/.state/kafka), KAFKA_PORT (broker port; default a free
@@ -228,6 +229,22 @@ cmd_stop() {
   return 0
 }
 
+cmd_kill() {
+  local pid i
+  if ! pid=$(running_pid); then
+    rm -f "$PID_FILE"
+    log "not running"
+    return 0
+  fi
+  log "killing broker with SIGKILL (pid $pid)"
+  kill -KILL "$pid" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do
+    alive "$pid" || break
+    sleep 0.1
+  done
+  rm -f "$PID_FILE"
+}
+
 cmd_status() {
   if running_pid >/dev/null && [[ -f $BOOTSTRAP_FILE ]]; then
     echo "running bootstrap.servers=$(<"$BOOTSTRAP_FILE")"
@@ -240,9 +257,10 @@ cmd_status() {
 case ${1:-} in
   start) cmd_start ;;
   stop) cmd_stop ;;
+  kill) cmd_kill ;;
   status) cmd_status ;;
   *)
-    echo "usage: $0 start|stop|status" >&2
+    echo "usage: $0 start|stop|kill|status" >&2
     exit 2
     ;;
 esac

@@ -24,18 +24,27 @@ free_port() {
   return 1
 }
 
+# Whether process $1 still runs. An exited daemon stays a zombie until PID 1 reaps it, which some container
+# inits do only every few seconds (`kill -0` succeeds on a zombie): a zombie counts as gone.
+alive() {
+  local stat
+  read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+  stat=${stat##*) } # the name in parentheses may hold spaces; the state follows it
+  [[ ${stat%% *} != Z ]]
+}
+
 # Stop pid $1 (called $2 in messages): SIGTERM, up to 30 s, then SIGKILL and up to 5 s more.
 terminate_pid() {
   local pid=$1 name=$2 i
   kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 60; i++)); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.5
+  for ((i = 0; i < 300; i++)); do
+    alive "$pid" || return 0
+    sleep 0.1
   done
   echo "$name did not stop after 30s; killing it" >&2
   kill -KILL "$pid" 2>/dev/null || true
-  for ((i = 0; i < 20; i++)); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.25
+  for ((i = 0; i < 50; i++)); do
+    alive "$pid" || return 0
+    sleep 0.1
   done
 }

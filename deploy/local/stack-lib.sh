@@ -14,7 +14,7 @@
 # wait_streaming waits for once the connector runs).
 # For the commands both stacks share (up, down, status, restart-debezium, env): db_start, db_run_sql_file FILE,
 # prepare_connector CONVERTER (see up_stack), DB_LABEL (the database's name in
-# messages), DB_DATA (its data folder), db_pid, db_url, db_stop, READER_LABEL (the status line's name for
+# messages), DB_DATA (its data folder), db_pid, db_url, db_stop [KILL], READER_LABEL (the status line's name for
 # stream_reader's answer) and print_env; a stack with more connectors than the main one also redefines
 # extra_connectors and extra_reader_arg NAME (stream_reader's ARG for that connector).
 
@@ -111,10 +111,10 @@ pid_matches() {
 wait_gone() {
   local i
   for ((i = 0; i < $2; i++)); do
-    kill -0 "$1" 2>/dev/null || return 0
+    alive "$1" || return 0
     sleep 0.1
   done
-  ! kill -0 "$1" 2>/dev/null
+  ! alive "$1"
 }
 
 # ---------------------------------------------------------------------------------------- kafka
@@ -566,15 +566,21 @@ require_running() {
   connect_pid >/dev/null || die "kafka connect is not running${1:+ ($1)}"
 }
 
-cmd_down() {
-  connect_stop
+cmd_down() { # cmd_down [--kill]
+  local kill=
+  case ${1:-} in
+    "") ;;
+    --kill) kill=KILL ;;
+    *) die "down takes only --kill, got '$1'" ;;
+  esac
+  connect_stop $kill
   if [[ -f $KAFKA_STATE/kafka.pid ]]; then
-    kafka stop || log "kafka.sh stop failed"
+    if [[ -n $kill ]]; then kafka kill; else kafka stop; fi || log "kafka.sh failed to stop the broker"
   else
     log "kafka not running"
   fi
   if [[ -d $DB_DATA ]]; then
-    db_stop
+    db_stop $kill
   else
     log "$DB_LABEL not initialised"
   fi

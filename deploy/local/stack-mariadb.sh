@@ -30,6 +30,7 @@
 #       needed); the choice is kept in stack.env for later `up`s.
 #   stack-mariadb.sh down               stop what this state dir started (Connect, Kafka, MariaDB, the
 #                                       registry it started), by pid
+#   stack-mariadb.sh down --kill        the same at once (SIGKILL): for a stack whose state dir is deleted next
 #   stack-mariadb.sh status             one line per component; exit 0 when all run, 1 otherwise
 #   stack-mariadb.sh restart-debezium   kill -9 the Connect worker and start it again with the same config
 #                                       and offsets: Debezium re-reads the binlog from its last committed offset
@@ -253,11 +254,11 @@ db_start() {
   db_bootstrap
 }
 
-db_stop() {
-  local pid
+db_stop() { # db_stop [KILL]
+  local pid signal=${1:-TERM}
   if pid=$(db_pid); then
-    log "stopping mariadb (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
+    log "stopping mariadb (pid $pid, SIG$signal)"
+    kill "-$signal" "$pid" 2>/dev/null || true
     wait_gone "$pid" 600 || {
       log "mariadb did not stop in 60s; SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
@@ -366,7 +367,7 @@ main() {
   case ${1:-} in -h | --help | help | "") ;; *) require_source mariadb ;; esac
   case ${1:-} in
     up) shift; cmd_up "$@" ;;
-    down) cmd_down ;;
+    down) shift; cmd_down "$@" ;;
     status) cmd_status ;;
     restart-debezium) cmd_restart_debezium ;;
     env) cmd_env ;;

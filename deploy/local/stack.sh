@@ -42,6 +42,8 @@
 #       (and the registry lines for avro)
 #   stack.sh down               stop what this state dir started (Connect, Kafka, Postgres, the registry
 #                               if this stack started it), by pid
+#   stack.sh down --kill        the same at once: SIGKILL Connect and Kafka, Postgres in immediate mode;
+#                               for a stack whose state dir is deleted next (the test suite's)
 #   stack.sh status             one line per component; exit 0 when all run, 1 otherwise
 #   stack.sh restart-debezium   kill -9 the Connect worker and start it again with the same config
 #                               and offsets: Debezium re-sends from its last committed offset
@@ -219,11 +221,12 @@ pg_start() {
   fi
 }
 
-pg_stop() {
-  local pid
+pg_stop() { # pg_stop [KILL]: KILL stops in immediate mode (no checkpoint: recovery at the next start)
+  local pid mode=fast
+  [[ ${1:-} == KILL ]] && mode=immediate
   if pid=$(pg_pid); then
-    log "stopping postgres (pid $pid)"
-    as_pg "$(pg_bindir)/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >&2 ||
+    log "stopping postgres (pid $pid, $mode)"
+    as_pg "$(pg_bindir)/pg_ctl" -D "$PG_DATA" -m "$mode" -w -t 60 stop >&2 ||
       { kill -TERM "$pid" 2>/dev/null || true; }
     wait_gone "$pid" 300 || log "postgres (pid $pid) still running"
   else
@@ -256,7 +259,7 @@ DB_DATA=$PG_DATA
 READER_LABEL=slot_active_pid
 db_pid() { pg_pid; }
 db_url() { pg_url; }
-db_stop() { pg_stop; }
+db_stop() { pg_stop "$@"; }
 db_start() { pg_start; }
 db_run_sql_file() { psql_db "$PG_DB" -f "$1"; }
 prepare_connector() { # prepare_connector CONVERTER: the main connector's signalling table and config
@@ -422,7 +425,7 @@ main() {
   case ${1:-} in
     up) shift; cmd_up "$@" ;;
     register-connector) shift; cmd_register_connector "$@" ;;
-    down) cmd_down ;;
+    down) shift; cmd_down "$@" ;;
     status) cmd_status ;;
     restart-debezium) cmd_restart_debezium ;;
     env) cmd_env ;;

@@ -48,6 +48,7 @@ import pytest
 
 from tests.e2e import workload
 from tests.e2e.mirror_source import MirrorSource, mariadb_source, postgres_source
+from tests.e2e.stack_teardown import down_command, keep_state
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STACK_SH = REPO_ROOT / "deploy" / "local" / "stack.sh"
@@ -126,7 +127,7 @@ def _state_dir(prefix: str) -> Iterator[Path]:
     state_dir = Path(tempfile.mkdtemp(prefix=prefix))
     state_dir.chmod(0o755)
     yield state_dir
-    if os.environ.get("E2E_KEEP_STATE") != "1":
+    if not keep_state():
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
@@ -159,7 +160,7 @@ def _stack_up(
         values["state_dir"] = str(state_dir)
         yield values
     finally:
-        down = _run(state_dir, "down", timeout=DOWN_TIMEOUT_S)
+        down = _run(state_dir, *down_command(), timeout=DOWN_TIMEOUT_S)
         left = _our_processes(state_dir)
         if down.returncode != 0 or left:
             pytest.fail(f"stack.sh down failed (exit {down.returncode}), still running: {left}\n{_log_tail(state_dir)}")

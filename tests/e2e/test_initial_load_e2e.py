@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.e2e.snapshot_restart import STACK_SH, up_killed_mid_snapshot
+from tests.e2e.snapshot_restart import up_killed_mid_snapshot
+from tests.e2e.stack_teardown import down_and_delete
 
 pytestmark = pytest.mark.e2e
 
@@ -88,9 +88,4 @@ def test_debezium_killed_mid_snapshot_rebuilds_the_table_and_ends_exact(source: 
         if run is not None and run.poll() is None:
             run.terminate()
             run.wait(timeout=120)
-        subprocess.run(
-            ["bash", str(STACK_SH), "down"], env=dict(os.environ, STATE_DIR=str(state_dir)),
-            capture_output=True, timeout=300, check=False,
-        )  # fmt: skip
-        if os.environ.get("E2E_KEEP_STATE") != "1":  # the stack's Kafka and database: about 1.5 GB
-            shutil.rmtree(state_dir, ignore_errors=True)
+        down_and_delete(state_dir)

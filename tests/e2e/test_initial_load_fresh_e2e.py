@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -35,6 +34,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.e2e.snapshot_restart import BIG_ROWS, STACK_SH, init_sql, sql_executor, topic_size
+from tests.e2e.stack_teardown import down_and_delete
 
 pytestmark = pytest.mark.e2e
 
@@ -316,9 +316,4 @@ def test_fresh_initial_load_survives_a_sigkill_mid_load_and_ends_exact(source: s
         if stack is not None and stack.process.poll() is None:
             stack.process.kill()
             stack.process.wait(timeout=60)
-        subprocess.run(
-            ["bash", str(STACK_SH), "down"], env=dict(os.environ, STATE_DIR=str(state_dir)),
-            capture_output=True, timeout=300, check=False,
-        )  # fmt: skip
-        if os.environ.get("E2E_KEEP_STATE") != "1":  # the stack's Kafka and database: about 1.5 GB
-            shutil.rmtree(state_dir, ignore_errors=True)
+        down_and_delete(state_dir)
