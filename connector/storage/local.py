@@ -56,10 +56,7 @@ class LocalStorage(Storage):
         # Write aside, fsync, then link into place: readers never see a partial file.
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".part")
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
+            _write_durably(fd, data)
             os.link(tmp, target)
         finally:
             os.unlink(tmp)
@@ -74,10 +71,7 @@ class LocalStorage(Storage):
             target.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
+                _write_durably(fd, data)
             except BaseException:
                 target.unlink(missing_ok=True)  # the name is this write's own: a full disk leaves nothing
                 raise
@@ -92,10 +86,7 @@ class LocalStorage(Storage):
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".part")
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
+            _write_durably(fd, data)
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -257,6 +248,14 @@ def _naming_the_path(target: Path, path: str, operation: str) -> Iterator[None]:
     except OSError as err:
         msg = f"cannot write {target} ({operation}): {err.strerror or type(err).__name__}"
         raise StorageError(msg, path=path, operation=operation) from None
+
+
+def _write_durably(fd: int, data: bytes) -> None:
+    """Write ``data`` to the new file open at ``fd``, fsync it and close it."""
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -230,7 +230,7 @@ cmd_stop() {
 }
 
 cmd_kill() {
-  local pid i
+  local pid
   if ! pid=$(running_pid); then
     rm -f "$PID_FILE"
     log "not running"
@@ -238,10 +238,7 @@ cmd_kill() {
   fi
   log "killing broker with SIGKILL (pid $pid)"
   kill -KILL "$pid" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    alive "$pid" || break
-    sleep 0.1
-  done
+  wait_gone "$pid" 100 || log "broker (pid $pid) still running"
   rm -f "$PID_FILE"
 }
 

@@ -33,18 +33,22 @@ alive() {
   [[ ${stat%% *} != Z ]]
 }
 
+# Wait until pid $1 is gone, at most $2 tenths of a second; fails if it still runs.
+wait_gone() {
+  local i
+  for ((i = 0; i < $2; i++)); do
+    alive "$1" || return 0
+    sleep 0.1
+  done
+  ! alive "$1"
+}
+
 # Stop pid $1 (called $2 in messages): SIGTERM, up to 30 s, then SIGKILL and up to 5 s more.
 terminate_pid() {
-  local pid=$1 name=$2 i
+  local pid=$1 name=$2
   kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 300; i++)); do
-    alive "$pid" || return 0
-    sleep 0.1
-  done
+  wait_gone "$pid" 300 && return 0
   echo "$name did not stop after 30s; killing it" >&2
   kill -KILL "$pid" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do
-    alive "$pid" || return 0
-    sleep 0.1
-  done
+  wait_gone "$pid" 50 || true
 }

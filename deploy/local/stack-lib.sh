@@ -107,16 +107,6 @@ pid_matches() {
   [[ $cmdline == *"$needle"* ]]
 }
 
-# Wait until pid $1 is gone, at most $2 tenths of a second.
-wait_gone() {
-  local i
-  for ((i = 0; i < $2; i++)); do
-    alive "$1" || return 0
-    sleep 0.1
-  done
-  ! alive "$1"
-}
-
 # ---------------------------------------------------------------------------------------- kafka
 kafka() { STATE_DIR=$KAFKA_STATE bash "$SCRIPT_DIR/kafka.sh" "$@"; }
 

@@ -48,10 +48,9 @@ import pytest
 
 from tests.e2e import workload
 from tests.e2e.mirror_source import MirrorSource, mariadb_source, postgres_source
-from tests.e2e.stack_teardown import down_command, keep_state
+from tests.e2e.stack_teardown import STACK_SH, down_command, keep_state
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-STACK_SH = REPO_ROOT / "deploy" / "local" / "stack.sh"
 
 SNAPSHOT_ROWS = 20
 SNAPSHOT_SEED = 1

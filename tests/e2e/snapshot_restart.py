@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-STACK_SH = REPO_ROOT / "deploy" / "local" / "stack.sh"
+from tests.e2e.stack_teardown import STACK_SH
+
 BIG_ROWS = 200_000
 UP_TIMEOUT_S = 1500
 

@@ -33,8 +33,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.e2e.snapshot_restart import BIG_ROWS, STACK_SH, init_sql, sql_executor, topic_size
-from tests.e2e.stack_teardown import down_and_delete
+from tests.e2e.snapshot_restart import BIG_ROWS, init_sql, sql_executor, topic_size
+from tests.e2e.stack_teardown import STACK_SH, down_and_delete
 
 pytestmark = pytest.mark.e2e
 
