@@ -164,7 +164,7 @@ def writer_limit(events: int, batch: int, folder: str, with_schema: bool) -> flo
 
 def _check_mirror(landing_zone: str, events: int) -> None:
     """A fast wrong run is never reported: the replayed mirror must hold exactly the ids the events leave."""
-    from connector.oracle.replay import replay_landing_zone
+    from connector.readback.replay import replay_landing_zone
 
     tables = replay_landing_zone(LocalStorage(landing_zone))
     ids = {i for table in tables.values() for i in table.column("id").to_pylist()}

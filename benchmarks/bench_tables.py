@@ -7,7 +7,7 @@
 4. The limit: the same landing-zone requests (create + rename of one small file per table) made by a bare
    client with 16 threads, against the same landing zone (a local folder, or the DFS test double with
    ``--request-ms`` of latency added to every request).
-5. The mirror is replayed (``connector.oracle.replay``) and compared with what was produced: a fast
+5. The mirror is replayed (``connector.readback.replay``) and compared with what was produced: a fast
    wrong run is never reported.
 """
 
@@ -125,7 +125,7 @@ def bare_client_limit(storage: Storage, files: int, threads: int = 16) -> float:
 
 def verify_mirror(storage: Storage, expected: dict[str, dict[int, int]]) -> str | None:
     """Replay the landing zone; ``None`` when every table holds exactly the produced keys and versions."""
-    from connector.oracle.replay import replay_landing_zone
+    from connector.readback.replay import replay_landing_zone
 
     states = replay_landing_zone(storage)
     if set(states) != set(expected):

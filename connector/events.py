@@ -18,6 +18,9 @@ class RowMarker(IntEnum):
 
 ROW_MARKER_COLUMN = "__rowMarker__"
 
+#: The ``__rowMarker__`` values the landing zone accepts, in ascending order.
+ROW_MARKER_VALUES: tuple[int, ...] = tuple(int(marker) for marker in RowMarker)
+
 
 class Op(StrEnum):
     """Debezium's ``op`` codes that change a table (a ``str``: a member equals and hashes as its letter).

@@ -35,7 +35,7 @@ class FileFormat:
 
     def encode(self, table: pa.Table) -> bytes:
         """Serialise ``table`` as one complete file."""
-        sink = pa.BufferOutputStream()  # Arrow-owned: see oracle.landing_reader.arrow_owned
+        sink = pa.BufferOutputStream()  # Arrow-owned: see readback.landing_reader.arrow_owned
         if self.name == "parquet":
             pq.write_table(
                 table,

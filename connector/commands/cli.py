@@ -324,7 +324,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.connect, args.connector, mirror.truncate_policy, rebuilds=mirror.asks_for_snapshots
         )
     if command == "verify":
-        from connector.oracle.verify import verify_command
+        from connector.readback.verify import verify_command
 
         return verify_command(args.source, _landing_zone(args), args.tables, ignore_tables=args.ignore_tables)
     if command in ("tables", "rebuild"):
@@ -411,8 +411,8 @@ def _tables(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from connector.oracle.landing_reader import require_landing_zone
-    from connector.oracle.validate import validate_landing_zone
+    from connector.readback.landing_reader import require_landing_zone
+    from connector.readback.validate import validate_landing_zone
 
     location = _landing_zone(args)
     storage = location.open()
@@ -426,7 +426,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from connector.oracle.replay import replay_to
+    from connector.readback.replay import replay_to
 
     states = replay_to(_landing_zone(args), args.output, args.format)
     for table, data in sorted(states.items()):

@@ -1,7 +1,7 @@
 """Where a folder of the connector lives and as whom it is opened: one value, checked when built.
 
 A landing zone, a checkpoint or a dead-letter folder travels as a ``StorageLocation`` from the config to the
-driver, the executors (pickled with each task), the oracles and the dead-letter output; each opens it with
+driver, the executors (pickled with each task), the read-back tools and the dead-letter output; each opens it with
 ``open()``. Its URL is checked once, here: an empty setting, a SAS token in the query (it would be logged with
 the URL) and a URL the OneLake backend cannot parse are refused with the setting's name.
 """

@@ -340,7 +340,7 @@ def mariadb(mariadb_stack: dict[str, str]) -> Iterator[Any]:
     """
     import pymysql  # type: ignore[import-untyped]
 
-    from connector.oracle.database_mysql import MySqlSource
+    from connector.readback.database_mysql import MySqlSource
 
     source = MySqlSource.from_url(mariadb_stack["mariadb"])
     conn = pymysql.connect(

@@ -136,7 +136,7 @@ def sql_executor(source: str, url: str) -> Callable[[str], None]:
         return lambda statement: conn.execute(statement)  # type: ignore[arg-type]
     import pymysql  # type: ignore[import-untyped]
 
-    from connector.oracle.database_mysql import MySqlSource
+    from connector.readback.database_mysql import MySqlSource
 
     parsed = MySqlSource.from_url(url)
     mconn = pymysql.connect(

@@ -551,9 +551,9 @@ def _run_mirror(avro_stack: dict[str, str], root: Path, topics: str, avro: bool)
 def test_mirror_from_avro_equals_the_source_and_the_json_twins_mirror(
     avro_stack: dict[str, str], tmp_path: Path
 ) -> None:
-    from connector.oracle.replay import replay_landing_zone
-    from connector.oracle.validate import validate_landing_zone
-    from connector.oracle.verify import verify
+    from connector.readback.replay import replay_landing_zone
+    from connector.readback.validate import validate_landing_zone
+    from connector.readback.verify import verify
     from connector.storage import LocalStorage
 
     with psycopg.connect(avro_stack["postgres"], autocommit=True) as conn:

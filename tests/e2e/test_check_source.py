@@ -19,7 +19,7 @@ import pytest
 
 from connector.config import ConnectorSettings
 from connector.operate import metrics
-from connector.oracle.database_mysql import MySqlSource
+from connector.readback.database_mysql import MySqlSource
 from connector.stream.debezium_settings import check_debezium_settings
 from tests.support.kafka import run_connector
 

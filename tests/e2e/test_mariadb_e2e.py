@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from connector.oracle.validate import validate_landing_zone
-from connector.oracle.verify import verify
+from connector.readback.validate import validate_landing_zone
+from connector.readback.verify import verify
 from connector.storage import LocalStorage
 from tests.e2e import workload_mariadb
 from tests.e2e.mirror_source import MirrorSource, catch_up, kill_while_streaming, run_args

@@ -15,8 +15,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from connector.oracle.validate import validate_landing_zone
-from connector.oracle.verify import verify
+from connector.readback.validate import validate_landing_zone
+from connector.readback.verify import verify
 from connector.storage import LocalStorage
 from tests.e2e import workload
 from tests.e2e.conftest import StackCtl

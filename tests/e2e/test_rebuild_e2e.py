@@ -25,7 +25,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer
 
-from connector.oracle.verify import verify
+from connector.readback.verify import verify
 from connector.publish.ledger import BatchLedger, TableState
 from connector.publish.lifecycle import Phase
 from connector.storage import LocalStorage

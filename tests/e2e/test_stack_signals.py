@@ -30,7 +30,7 @@ import pymysql  # type: ignore[import-untyped]
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from connector.oracle.database_mysql import MySqlSource
+from connector.readback.database_mysql import MySqlSource
 from tests.support.debezium import execute_snapshot_signal, notification
 
 pytestmark = pytest.mark.e2e

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from connector.config import SourceSettings
-from connector.oracle.replay import replay_landing_zone
+from connector.readback.replay import replay_landing_zone
 from connector.publish.ledger import BatchLedger
 from connector.publish.lifecycle import Lifecycle
 from connector.storage.local import LocalStorage

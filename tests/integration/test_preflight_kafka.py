@@ -25,8 +25,8 @@ from confluent_kafka.admin import AdminClient
 
 from connector.config import SourceSettings
 from connector.events import KafkaRecord
-from connector.oracle.replay import replay_landing_zone
-from connector.oracle.validate import validate_landing_zone
+from connector.readback.replay import replay_landing_zone
+from connector.readback.validate import validate_landing_zone
 from connector.publish.ledger import BatchLedger
 from connector.publish.lifecycle import Lifecycle, Phase
 from connector.storage.local import LocalStorage

@@ -16,8 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from connector.oracle.replay import replay_landing_zone
-from connector.oracle.validate import validate_landing_zone
+from connector.readback.replay import replay_landing_zone
+from connector.readback.validate import validate_landing_zone
 from connector.storage import LocalStorage
 from tests.integration.test_stream_kafka import assert_mirror_equals, connector_args, file_digests, prepare
 from tests.support.kafka import produce, run_connector

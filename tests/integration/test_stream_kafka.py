@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from connector.oracle.replay import replay_landing_zone
-from connector.oracle.validate import validate_landing_zone
+from connector.readback.replay import replay_landing_zone
+from connector.readback.validate import validate_landing_zone
 from connector.storage import LocalStorage, Storage
 from tests.support.kafka import produce, run_connector
 from tests.support.landing import Landing

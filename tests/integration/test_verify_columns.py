@@ -35,8 +35,8 @@ import pytest
 from connector.collect.encoding import FileFormat
 from connector.commands.cli import main
 from connector.events import ROW_MARKER_COLUMN
-from connector.oracle.table_report import TableReport
-from connector.oracle.verify import NO_SOURCE_TABLE, NO_TABLE_FOLDER, verify
+from connector.readback.table_report import TableReport
+from connector.readback.verify import NO_SOURCE_TABLE, NO_TABLE_FOLDER, verify
 from connector.storage.local import LocalStorage
 
 START_TIMEOUT_S = 60
@@ -175,7 +175,7 @@ class MariaDb:
 def my_db(mariadb: str) -> Iterator[MariaDb]:
     import pymysql
 
-    from connector.oracle.database_mysql import MySqlSource
+    from connector.readback.database_mysql import MySqlSource
 
     database = f"t_{uuid.uuid4().hex[:12]}"
     source = MySqlSource.from_url(mariadb)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.oracle.replay import replay_landing_zone
+from connector.readback.replay import replay_landing_zone
 from tests.integration.test_graceful_stop import GRACE_PERIOD_S, committed_batch
 from tests.integration.test_stream_kafka import assert_mirror_equals, connector_args, prepare
 from tests.support.kafka import REPO_ROOT, produce, run_connector

@@ -1,7 +1,7 @@
 """The floor plan holds: imports only go down the layers, and no module imports itself back through others.
 
 Layers, top to bottom (a module may import its own package and anything on a lower layer):
-``__main__`` → ``commands`` → ``stream`` → ``oracle``, ``mirror_writer`` → ``sink`` → ``operate`` → ``publish`` →
+``__main__`` → ``commands`` → ``stream`` → ``readback``, ``mirror_writer`` → ``sink`` → ``operate`` → ``publish`` →
 ``collect`` → ``landing_zone`` → ``debezium``, ``kafka_client``, ``record_columns`` → ``config`` → ``storage`` →
 ``secrets``, ``kcat`` → ``errors``, ``events``. Every import counts, also those inside functions.
 """
@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
     "publish": 7,
     "operate": 8,
     "sink": 9,
-    "oracle": 10,
+    "readback": 10,
     "mirror_writer": 10,  # the composition root of run and convert: fence, storages, ledger, sink
     "stream": 11,
     "commands": 12,

@@ -18,8 +18,8 @@ from connector.commands.convert import convert
 from connector.config import load_settings
 from connector.events import KafkaRecord
 from connector.kcat import kcat_line
-from connector.oracle.replay import replay_landing_zone
-from connector.oracle.validate import validate_landing_zone
+from connector.readback.replay import replay_landing_zone
+from connector.readback.validate import validate_landing_zone
 from connector.storage.local import LocalStorage
 from tests.support.dfs_server import (
     OTHER_IDENTITY_VARIABLES,

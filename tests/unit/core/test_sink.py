@@ -23,8 +23,8 @@ from typing_extensions import override
 
 from connector.config import MirrorSettings, TableSettings
 from connector.events import KafkaRecord
-from connector.oracle.landing_reader import arrow_owned, read_data_file
-from connector.oracle.validate import validate_landing_zone
+from connector.readback.landing_reader import arrow_owned, read_data_file
+from connector.readback.validate import validate_landing_zone
 from connector.publish.ledger import TableState
 from connector.publish.lifecycle import Phase
 from connector.sink import MirrorSink

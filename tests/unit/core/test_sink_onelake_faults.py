@@ -13,8 +13,8 @@ from pathlib import Path
 
 from connector.config import MirrorSettings
 from connector.landing_zone import STAGED_PREFIX
-from connector.oracle.replay import replay_landing_zone
-from connector.oracle.validate import validate_landing_zone
+from connector.readback.replay import replay_landing_zone
+from connector.readback.validate import validate_landing_zone
 from connector.sink import MirrorSink
 from connector.storage.base import TEMP_PREFIX
 from connector.storage.local import LocalStorage

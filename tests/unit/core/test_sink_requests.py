@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from connector.config import MirrorSettings
-from connector.oracle.replay import replay_landing_zone
+from connector.readback.replay import replay_landing_zone
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from tests.support.debezium import Topic, field

@@ -3,7 +3,7 @@
 Fabric's open mirroring turns the landing zone into Delta tables; a type Delta or Spark cannot read stops
 the table there, long after we wrote it. So each type goes through the whole path, as JsonConverter and
 as Confluent's Avro converter would write it, and the files are read back twice: applied to real Delta
-tables by the Delta oracle (delta-rs, ``connector.oracle.delta_oracle``) and read by Spark's own Parquet
+tables by the Delta oracle (delta-rs, ``connector.readback.delta_oracle``) and read by Spark's own Parquet
 reader (a real local SparkSession). Every value must come back exactly.
 
 JSON events go through ``convert`` (kcat dumps → landing zone, the columnar lane and the row path). Avro
@@ -35,8 +35,8 @@ from connector.config import MirrorSettings, SchemaRegistrySettings, SourceSetti
 from connector.debezium import schema_registry
 from connector.events import KafkaRecord
 from connector.kcat import kcat_line
-from connector.oracle.delta_oracle import apply_to_delta
-from connector.oracle.fabric_types import fabric_type_problem
+from connector.readback.delta_oracle import apply_to_delta
+from connector.readback.fabric_types import fabric_type_problem
 from connector.sink import MirrorSink
 from connector.storage import LocalStorage
 from tests.support.avro_connect import connect_to_avro_datum, connect_to_avro_schema, frame

@@ -288,7 +288,7 @@ def test_a_rebuilt_table_writes_creates_and_reads_as_upserts_even_without_replay
         sink.process_table(2, as_arrow(records + others))
     else:
         sink.process_batch(2, records + others)
-    from connector.oracle.landing_reader import read_data_file
+    from connector.readback.landing_reader import read_data_file
 
     rebuilt = read_data_file(landing, "public.schema/customers/00000000000000000001.parquet")
     assert rebuilt.column("__rowMarker__").to_pylist() == [4, 4]

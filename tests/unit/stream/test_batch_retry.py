@@ -14,7 +14,7 @@ import pytest
 
 from connector.config import MirrorSettings
 from connector.errors import ConfigError, TransientError
-from connector.oracle.replay import replay_landing_zone
+from connector.readback.replay import replay_landing_zone
 from connector.sink import MirrorSink
 from connector.storage.errors import StorageAccessDenied, StorageUnavailable
 from connector.storage.local import LocalStorage

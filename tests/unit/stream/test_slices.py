@@ -18,8 +18,8 @@ from connector.collect.record_path import SliceCollector
 from connector.collect.staging import stage_slice
 from connector.config import MirrorSettings
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord
-from connector.oracle.replay import replay_landing_zone
-from connector.oracle.validate import validate_landing_zone
+from connector.readback.replay import replay_landing_zone
+from connector.readback.validate import validate_landing_zone
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from connector.storage.location import StorageLocation

@@ -21,7 +21,7 @@ rules live here, and each of them only writes down what a file does to its table
   NULL, a file with values gives it its type (``FileChange.retyped``).
 
 The Delta oracle also refuses the column types Delta cannot hold (``delta_types``;
-``connector.oracle.fabric_types``), as Fabric does; the replay does not, so that it still shows what a
+``connector.readback.fabric_types``), as Fabric does; the replay does not, so that it still shows what a
 landing zone holds when Delta refuses it. Every refusal is a ``TableRefused`` naming the table and the
 file, as open mirroring stops that table and goes on with the others.
 """
@@ -35,10 +35,10 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from connector.errors import LandingZoneCorrupt
-from connector.events import ROW_MARKER_COLUMN, RowMarker
+from connector.events import ROW_MARKER_COLUMN, ROW_MARKER_VALUES, RowMarker
 from connector.landing_zone import PARQUET, TableFormat, TableRef
-from connector.oracle.fabric_types import fabric_type_problem
-from connector.oracle.landing_reader import (
+from connector.readback.fabric_types import fabric_type_problem
+from connector.readback.landing_reader import (
     DataFile,
     column_is_all_null,
     list_data_files,
@@ -49,7 +49,6 @@ from connector.storage.base import Storage
 
 _INSERT = int(RowMarker.INSERT)
 _REPLACING = frozenset({int(RowMarker.UPDATE), int(RowMarker.UPSERT)})
-_VALID_MARKERS = frozenset(int(marker) for marker in RowMarker)
 
 
 class TableRefused(LandingZoneCorrupt):
@@ -187,7 +186,7 @@ class FileApplier:
         if not pa.types.is_integer(column.type):
             raise self.refused(data_file, f"{ROW_MARKER_COLUMN} has type {column.type}, not an integer")
         values: list[int | None] = column.to_pylist()
-        invalid = set(values) - _VALID_MARKERS
+        invalid = set(values) - set(ROW_MARKER_VALUES)
         if invalid:
             shown = sorted(invalid, key=lambda v: (v is None, v or 0))
             raise self.refused(data_file, f"{ROW_MARKER_COLUMN} has invalid values {shown}")

@@ -16,7 +16,7 @@ from pyarrow import fs
 from connector.commands.cli import main
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
-from connector.oracle.replay import replay_landing_zone, write_replay
+from connector.readback.replay import replay_landing_zone, write_replay
 from connector.storage.local import LocalStorage
 
 TABLE = "dbo.schema/people"

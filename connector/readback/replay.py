@@ -2,7 +2,7 @@
 
 This is the oracle of the end-to-end tests: the state replayed from the landing zone must equal the
 source database. The rules (file order, ``__rowMarker__``, the default marker, added columns, the type
-change and no-keys refusals) are ``connector.oracle.file_applier``'s, which the Delta oracle applies
+change and no-keys refusals) are ``connector.readback.file_applier``'s, which the Delta oracle applies
 too; this module is its in-memory back end. It keeps the unfriendly parts of the semantics literally: a
 second insert of a key gives two rows, which the state keeps, so a connector that double-publishes is
 caught.
@@ -11,7 +11,7 @@ Rows are tracked as (file, row) references and the result is gathered with Arrow
 (decimals, timestamps with their unit and zone) come out exactly as they went in, and only the key and
 marker columns ever become Python objects.
 
-``connector.oracle.delta_oracle`` applies the same rules to real Delta tables, as Fabric does, and
+``connector.readback.delta_oracle`` applies the same rules to real Delta tables, as Fabric does, and
 refuses what Delta cannot hold; ``verify`` and ``replay --format delta`` use it. This pyarrow replay
 stays the default of ``replay`` because it earns its place three ways: it reads anything Arrow can, so
 it still shows what a landing zone holds when Delta refuses it (the refusal is the answer to "will
@@ -33,9 +33,9 @@ import pyarrow.parquet as pq
 
 from connector.errors import ConfigError
 from connector.landing_zone import TableRef, discover_tables
-from connector.oracle.extra import require_extra
-from connector.oracle.file_applier import FileApplier, FileChange, conformed
-from connector.oracle.landing_reader import require_landing_zone
+from connector.readback.extra import require_extra
+from connector.readback.file_applier import FileApplier, FileChange, conformed
+from connector.readback.landing_reader import require_landing_zone
 from connector.storage.base import Storage
 from connector.storage.location import StorageLocation, as_location
 
@@ -77,7 +77,7 @@ def replay_to(
     storage = location.open()
     require_landing_zone(storage, location.url)
     if output_format == "delta":
-        from connector.oracle.delta_oracle import apply_to_delta
+        from connector.readback.delta_oracle import apply_to_delta
 
         require_extra("replay --format delta", ("deltalake",))
 

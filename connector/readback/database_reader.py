@@ -7,7 +7,7 @@ forms its types need, and its columns with the mirror's. ``verify`` runs one loo
 whichever reader the URL names.
 
 Each reader names its database driver (``driver``), a package of the ``verify`` extra
-(``connector.oracle.extra``).
+(``connector.readback.extra``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from connector.landing_zone import TableRef
-from connector.oracle.table_report import TableReport
+from connector.readback.table_report import TableReport
 
 Row = dict[str, Any]
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from connector.landing_zone import TableRef
-from connector.oracle.database_reader import Row, show, time_micros
-from connector.oracle.table_report import TableReport, compare_by_key
+from connector.readback.database_reader import Row, show, time_micros
+from connector.readback.table_report import TableReport, compare_by_key
 
 if TYPE_CHECKING:
     import psycopg

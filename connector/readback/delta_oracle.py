@@ -3,8 +3,8 @@
 The pyarrow ``replay`` reads anything Arrow can; the real consumer writes Delta tables and refuses
 what Delta cannot hold. This oracle writes real Delta tables with delta-rs (the ``deltalake`` package,
 no JVM), so a landing zone that only our own reader accepts fails here as it would in Fabric: the rules
-are ``connector.oracle.file_applier``'s, the same as ``replay``'s, with Delta's type limits
-(``connector.oracle.fabric_types``) on; this module is the applier's Delta back end.
+are ``connector.readback.file_applier``'s, the same as ``replay``'s, with Delta's type limits
+(``connector.readback.fabric_types``) on; this module is the applier's Delta back end.
 
 Each file is applied in two Delta commits:
 
@@ -28,8 +28,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from connector.landing_zone import TableRef, discover_tables
-from connector.oracle.file_applier import FileApplier, FileChange, TableRefused, conformed
-from connector.oracle.landing_reader import require_landing_zone
+from connector.readback.file_applier import FileApplier, FileChange, TableRefused, conformed
+from connector.readback.landing_reader import require_landing_zone
 from connector.storage.base import Storage
 from connector.storage.location import StorageLocation, as_location
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from connector.errors import ConfigError
-from connector.oracle.database_mysql import MySqlSource, SourceColumn, compare_table, is_mysql_url
+from connector.readback.database_mysql import MySqlSource, SourceColumn, compare_table, is_mysql_url
 from connector.secrets import redact_url
 
 COLUMNS = [

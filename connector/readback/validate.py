@@ -18,7 +18,7 @@ Numbering rule (per table, over the numbers found in the table folder, ``_Proces
   files differ in size.
 
 Type rule: open mirroring writes every table into Delta, so a Parquet column type Delta cannot hold
-(``connector.oracle.fabric_types``: TIME, decimal precision > 38, nanosecond timestamps, unsigned
+(``connector.readback.fabric_types``: TIME, decimal precision > 38, nanosecond timestamps, unsigned
 integers, nested types that are not JSON text) is reported once per column and type, naming the first
 file that has it.
 """
@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.events import ROW_MARKER_COLUMN, RowMarker
+from connector.events import ROW_MARKER_COLUMN, ROW_MARKER_VALUES
 from connector.landing_zone import (
     METADATA_FILE,
     PARQUET,
@@ -48,8 +48,8 @@ from connector.landing_zone import (
     partner_events_problems,
     table_format,
 )
-from connector.oracle.fabric_types import fabric_type_problem
-from connector.oracle.landing_reader import (
+from connector.readback.fabric_types import fabric_type_problem
+from connector.readback.landing_reader import (
     DataFile,
     TableListing,
     UnreadableFile,
@@ -62,8 +62,7 @@ from connector.oracle.landing_reader import (
 )
 from connector.storage.base import Storage, join
 
-_VALID_MARKERS = tuple(int(marker) for marker in RowMarker)
-_MARKERS_TEXT = "/".join(str(marker) for marker in _VALID_MARKERS)
+_MARKERS_TEXT = "/".join(str(marker) for marker in ROW_MARKER_VALUES)
 
 
 @dataclass(frozen=True)
@@ -266,7 +265,7 @@ class _TableCheck:
             return
         if column.null_count:
             self.add(path, f"{ROW_MARKER_COLUMN} is null in {column.null_count} rows: every row needs a marker")
-        valid = pa.array(_VALID_MARKERS, type=column.type)
+        valid = pa.array(ROW_MARKER_VALUES, type=column.type)
         present = column.drop_null()
         invalid = present.filter(pc.invert(pc.is_in(present, value_set=valid)))
         if len(invalid):

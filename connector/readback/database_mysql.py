@@ -43,8 +43,8 @@ import pyarrow as pa
 
 from connector.errors import ConfigError, ConnectorError
 from connector.landing_zone import TableRef
-from connector.oracle.database_reader import Row, show, time_micros
-from connector.oracle.table_report import TableReport, compare_by_key
+from connector.readback.database_reader import Row, show, time_micros
+from connector.readback.table_report import TableReport, compare_by_key
 from connector.secrets import redact_url
 
 #: URL schemes this reader reads (``verify`` chooses the reader by them).

@@ -1,6 +1,6 @@
 """``verify``: the landing zone applied to real Delta tables, against the source database, row by row.
 
-Each table is applied with the Delta oracle (``connector.oracle.delta_oracle``) into a temporary folder
+Each table is applied with the Delta oracle (``connector.readback.delta_oracle``) into a temporary folder
 and read back from Delta, so verify judges what Fabric would hold, not what our own reader accepts: a
 type Delta cannot hold, or a type change, is a refused table, reported as such with a non-zero exit.
 
@@ -27,13 +27,13 @@ from pathlib import Path
 
 from connector.errors import LandingZoneCorrupt
 from connector.landing_zone import TableRef, discover_tables
-from connector.oracle.database_mysql import MySqlReader, MySqlSource, is_mysql_url
-from connector.oracle.database_postgres import PostgresReader
-from connector.oracle.database_reader import SourceReader
-from connector.oracle.delta_oracle import apply_table_to_delta
-from connector.oracle.extra import require_extra
-from connector.oracle.landing_reader import read_table_metadata, require_landing_zone
-from connector.oracle.table_report import TableReport
+from connector.readback.database_mysql import MySqlReader, MySqlSource, is_mysql_url
+from connector.readback.database_postgres import PostgresReader
+from connector.readback.database_reader import SourceReader
+from connector.readback.delta_oracle import apply_table_to_delta
+from connector.readback.extra import require_extra
+from connector.readback.landing_reader import read_table_metadata, require_landing_zone
+from connector.readback.table_report import TableReport
 from connector.storage import Storage
 from connector.storage.location import StorageLocation, as_location
 

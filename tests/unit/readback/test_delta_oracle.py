@@ -18,8 +18,8 @@ from pyarrow import fs
 from connector.collect.encoding import FileFormat
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
-from connector.oracle.delta_oracle import TableRefused, apply_to_delta
-from connector.oracle.replay import replay_landing_zone
+from connector.readback.delta_oracle import TableRefused, apply_to_delta
+from connector.readback.replay import replay_landing_zone
 from connector.storage.local import LocalStorage
 
 TABLE = "dbo.schema/people"

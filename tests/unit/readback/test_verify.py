@@ -12,9 +12,9 @@ import pyarrow as pa
 
 from connector.collect.encoding import FileFormat
 from connector.events import ROW_MARKER_COLUMN
-from connector.oracle.database_postgres import compare_rows
-from connector.oracle.delta_oracle import apply_to_delta
-from connector.oracle.table_report import TableReport
+from connector.readback.database_postgres import compare_rows
+from connector.readback.delta_oracle import apply_to_delta
+from connector.readback.table_report import TableReport
 from connector.storage.local import LocalStorage
 
 
