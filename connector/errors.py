@@ -8,7 +8,7 @@ everything else is terminal for what it names.
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import NoReturn, Protocol, Self
 
 
 class ConnectorError(Exception):
@@ -27,6 +27,19 @@ class ConfigError(ConnectorError):
     """The configuration is invalid; the message says which key and why."""
 
 
+class RecordPosition(Protocol):
+    """Where a Kafka record sits (``connector.events.KafkaRecord`` is one; this layer cannot import it)."""
+
+    @property
+    def topic(self) -> str: ...  # noqa: D102 - the protocol's fields, named as on the record
+
+    @property
+    def partition(self) -> int: ...  # noqa: D102
+
+    @property
+    def offset(self) -> int: ...  # noqa: D102
+
+
 class DecodeError(ConnectorError):
     """A Kafka record could not be decoded as a Debezium change event."""
 
@@ -36,6 +49,11 @@ class DecodeError(ConnectorError):
         self.partition = partition
         self.offset = offset
         self.reason = reason
+
+    @classmethod
+    def at(cls, record: RecordPosition, reason: str) -> Self:
+        """The error for ``record``: how every decoder names the record it could not decode."""
+        return cls(record.topic, record.partition, record.offset, reason)
 
     def __str__(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.offset}: {self.reason}"

@@ -85,26 +85,20 @@ class AvroDecoder:
         writer = self._writer(record, value, "value")
         payload = self._read(record, writer, value, "value")
         if payload is None:
-            raise DecodeError(record.topic, record.partition, record.offset, "value is Avro null")
+            raise DecodeError.at(record, "value is Avro null")
         if not isinstance(payload, dict):
-            raise DecodeError(
-                record.topic, record.partition, record.offset, f"value is a {type(payload).__name__}, not a record"
-            )
+            raise DecodeError.at(record, f"value is a {type(payload).__name__}, not a record")
         return event_from_payload(record, payload, lambda: self._row_columns(record, writer), lambda: self._key(record))
 
     def _writer(self, record: KafkaRecord, data: bytes, part: str) -> WriterSchema:
         if len(data) < HEADER_SIZE:
-            raise DecodeError(
-                record.topic,
-                record.partition,
-                record.offset,
+            raise DecodeError.at(
+                record,
                 f"{part} has {len(data)} bytes, fewer than the 5-byte Confluent wire-format header",
             )
         if data[0] != MAGIC_BYTE:
-            raise DecodeError(
-                record.topic,
-                record.partition,
-                record.offset,
+            raise DecodeError.at(
+                record,
                 f"{part} starts with byte 0x{data[0]:02x}, not the Confluent wire-format magic byte 0x00 "
                 "(is source.value_format right?)",
             )
@@ -119,7 +113,7 @@ class AvroDecoder:
         try:
             return writer.read(data)
         except ValueError as exc:
-            raise DecodeError(record.topic, record.partition, record.offset, f"{part} {exc}") from exc
+            raise DecodeError.at(record, f"{part} {exc}") from exc
 
     def _key(self, record: KafkaRecord) -> tuple[dict[str, Any] | None, tuple[str, ...] | None]:
         if not record.key:
@@ -129,9 +123,7 @@ class AvroDecoder:
         if parsed is None:
             return None, None
         if not isinstance(parsed, dict):
-            raise DecodeError(
-                record.topic, record.partition, record.offset, f"key is a {type(parsed).__name__}, not an object"
-            )
+            raise DecodeError.at(record, f"key is a {type(parsed).__name__}, not an object")
         fields = tuple(name for name, _ in writer.shape.fields)
         return parsed, fields or tuple(parsed)
 
@@ -155,8 +147,6 @@ class AvroDecoder:
                     for name, shape in row.fields
                 }
             except ValueError as exc:
-                raise DecodeError(
-                    record.topic, record.partition, record.offset, f"value schema id {writer.schema_id}: {exc}"
-                ) from exc
+                raise DecodeError.at(record, f"value schema id {writer.schema_id}: {exc}") from exc
         self._columns[writer.schema_id] = columns
         return columns

@@ -84,19 +84,17 @@ class EnvelopeDecoder:
             payload, columns, has_schema = self._parse_value(value)
         except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
             reason = f"value is not valid JSON: {exc}{_avro_hint(value)}"
-            raise DecodeError(record.topic, record.partition, record.offset, reason) from exc
+            raise DecodeError.at(record, reason) from exc
         except (KeyError, AttributeError) as exc:  # valid JSON, but its schema is no Connect schema
             reason = f"value schema is not a Connect schema: {type(exc).__name__}: {exc}"
-            raise DecodeError(record.topic, record.partition, record.offset, reason) from exc
+            raise DecodeError.at(record, reason) from exc
         if payload is None:
             if has_schema:
                 return Noise(record, "tombstone")  # pre-KAFKA-3832 JsonConverter: {"schema":null,"payload":null}
-            raise DecodeError(record.topic, record.partition, record.offset, "value is JSON null")
+            raise DecodeError.at(record, "value is JSON null")
         if not isinstance(payload, dict):
-            raise DecodeError(
-                record.topic,
-                record.partition,
-                record.offset,
+            raise DecodeError.at(
+                record,
                 f"payload is a {type(payload).__name__}, not an object",
             )
         return event_from_payload(record, payload, lambda: columns, lambda: self.parse_key(record))
@@ -172,7 +170,7 @@ class EnvelopeDecoder:
             parsed = orjson.loads(record.key)
         except orjson.JSONDecodeError as exc:
             reason = f"key is not valid JSON: {exc}{_avro_hint(record.key)}"
-            raise DecodeError(record.topic, record.partition, record.offset, reason) from exc
+            raise DecodeError.at(record, reason) from exc
         fields: tuple[str, ...] | None = None
         if isinstance(parsed, dict) and "payload" in parsed and "schema" in parsed and len(parsed) == 2:
             schema = parsed["schema"]
@@ -182,14 +180,12 @@ class EnvelopeDecoder:
                     fields = tuple(f["field"] for f in schema["fields"])
                 except (KeyError, TypeError) as exc:
                     reason = f"key schema is not a Connect schema: {type(exc).__name__}: {exc}"
-                    raise DecodeError(record.topic, record.partition, record.offset, reason) from exc
+                    raise DecodeError.at(record, reason) from exc
         if parsed is None:
             return None, None
         if not isinstance(parsed, dict):
-            raise DecodeError(
-                record.topic,
-                record.partition,
-                record.offset,
+            raise DecodeError.at(
+                record,
                 f"key is a {type(parsed).__name__}, not an object",
             )
         return parsed, fields or tuple(parsed)
@@ -222,13 +218,13 @@ def event_from_payload(
     except TypeError:  # an unhashable op (a list or an object) is as unknown as any other
         op = None
     if op is None:
-        raise DecodeError(record.topic, record.partition, record.offset, f"unknown op {raw_op!r}")
+        raise DecodeError.at(record, f"unknown op {raw_op!r}")
     before = payload.get("before")
     after = payload.get("after")
     if op in _NEEDS_AFTER and not isinstance(after, dict):
-        raise DecodeError(record.topic, record.partition, record.offset, f"op {raw_op!r} without an 'after' row")
+        raise DecodeError.at(record, f"op {raw_op!r} without an 'after' row")
     if op is _DELETE and not isinstance(before, dict) and record.key is None:
-        raise DecodeError(record.topic, record.partition, record.offset, "delete with neither 'before' nor a key")
+        raise DecodeError.at(record, "delete with neither 'before' nor a key")
     key, key_fields = read_key()
     source = payload.get("source") or {}
     ts_ms = payload.get("ts_ms")
@@ -290,6 +286,4 @@ def _classify_opless(record: KafkaRecord, payload: Mapping[str, Any]) -> str:
         return "transaction"
     if set(payload) <= {"ts_ms", "databaseName"}:
         return "heartbeat"
-    raise DecodeError(
-        record.topic, record.partition, record.offset, "payload has no 'op' and is no known control record"
-    )
+    raise DecodeError.at(record, "payload has no 'op' and is no known control record")

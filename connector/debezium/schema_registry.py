@@ -112,7 +112,7 @@ class SchemaRegistry:
                     with _LOCK:
                         _bounded(_WRITER_SCHEMAS)[key] = writer
                     return writer
-        raise DecodeError(record.topic, record.partition, record.offset, reason)
+        raise DecodeError.at(record, reason)
 
     def _fetch(self, schema_id: int, record: KafkaRecord, part: str) -> tuple[str, str] | None:
         """Schema text and type of ``schema_id``; ``None`` when the registry says it does not exist."""
