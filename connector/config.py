@@ -425,7 +425,7 @@ class MetricsSettings(_Frozen):
 
 
 class FabricStatusSettings(_Frozen):
-    """Where Fabric's own per-table mirroring status is read (``connector.operate.fabric_status``).
+    """Where Fabric's own per-table mirroring status is read (``connector.fabric.status``).
 
     It feeds the ``cdc_mirror_fabric_*`` metrics, the ``tables`` command and table rebuilds (which wait until
     Fabric no longer lists a deleted table). The bearer token is a ``SecretStr`` and may be a ``${env:NAME}``

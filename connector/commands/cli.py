@@ -401,7 +401,7 @@ def _tables(args: argparse.Namespace) -> int:
     checkpoint = StorageLocation(settings.checkpoint, setting="checkpoint").open()
     if args.command == "rebuild":
         return rebuild_command(checkpoint, args.table, wait_s=args.wait)
-    from connector.operate.fabric_status import open_fabric_status
+    from connector.fabric.status import open_fabric_status
 
     reader = open_fabric_status(settings)
     database = reader.database() if reader is not None else None

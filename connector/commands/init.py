@@ -20,8 +20,7 @@ import yaml
 
 from connector.config import ConnectorSettings
 from connector.errors import ConfigError, ConnectorError
-from connector.operate.fabric_api import FabricApiError
-from connector.operate.fabric_init import (
+from connector.fabric.database_init import (
     ONELAKE_URL,
     STEP_MIRRORING,
     ChainStepFailed,
@@ -34,6 +33,7 @@ from connector.operate.fabric_init import (
     open_landing_zone,
     probe_landing_zone,
 )
+from connector.fabric.rest_api import FabricApiError
 from connector.storage import is_remote
 
 STEP_KAFKA = "kafka"

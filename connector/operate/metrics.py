@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 
 from connector import __version__
 from connector.errors import ConfigError
-from connector.operate.fabric_status import FabricDatabaseStatus, FabricTableStatus
+from connector.fabric.status import FabricDatabaseStatus, FabricTableStatus
 from connector.publish.batch_result import BatchResult
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -211,7 +211,7 @@ _fabric_registered = False
 
 
 def record_fabric_status(tables: Mapping[str, FabricTableStatus] | None) -> None:
-    """Publish one read of Fabric's status (``connector.operate.fabric_status``); ``None`` when it was unreadable.
+    """Publish one read of Fabric's status (``connector.fabric.status``); ``None`` when it was unreadable.
 
     A table's old state series is removed when its state changes, and all its series when Fabric no longer
     lists it. An unreadable status only sets ``cdc_mirror_fabric_status_readable`` to 0: the tables keep

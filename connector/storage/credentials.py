@@ -53,7 +53,7 @@ class StorageScopedCredential:
 
     The storage client asks for ``https://storage.azure.com/.default``; refusing anything else means a
     bug or a future change cannot silently start using this identity for another API. The Fabric status
-    reader (``connector.operate.fabric_status``) builds its own instance scoped to the Fabric REST API.
+    reader (``connector.fabric.status``) builds its own instance scoped to the Fabric REST API.
     """
 
     def __init__(self, inner: TokenCredential, scope: str = STORAGE_SCOPE) -> None:

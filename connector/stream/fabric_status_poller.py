@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from connector.config import ConnectorSettings
 from connector.errors import ConfigError
 from connector.operate import metrics
-from connector.operate.fabric_status import (
+from connector.fabric.status import (
     FabricDatabaseStatus,
     FabricStatusReader,
     FabricStatusUnreadable,

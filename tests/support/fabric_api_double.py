@@ -1,10 +1,10 @@
 """TEST DOUBLE: a local HTTP server answering the Fabric REST API's mirrored-database calls.
 
 This is **not** Microsoft Fabric, which cannot run on this machine. It lets tests drive the real
-``connector.operate.fabric_status`` readers, ``connector.operate.fabric_api.FabricApi`` and ``connector init``
+``connector.fabric.status`` readers, ``connector.fabric.rest_api.FabricApi`` and ``connector init``
 (and a whole ``run`` scraped by a live Prometheus) over real HTTP on 127.0.0.1, with the shapes of Microsoft's
 REST reference and its OpenAPI source (github.com/microsoft/fabric-rest-api-specs; see the docstrings of
-``connector.operate.fabric_status`` and ``connector.operate.fabric_api`` for the pages):
+``connector.fabric.status`` and ``connector.fabric.rest_api`` for the pages):
 
 * ``POST /v1/workspaces/{ws}/mirroredDatabases/{id}/getTablesMirroringStatus`` ``[?continuationToken=...]`` →
   ``{"data": [...], "continuationToken"?, "continuationUri"?}``, at most ``page_size`` tables per page;

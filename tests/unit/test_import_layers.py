@@ -1,7 +1,7 @@
 """The floor plan holds: imports only go down the layers, and no module imports itself back through others.
 
 Layers, top to bottom (a module may import its own package and anything on a lower layer):
-``__main__`` → ``commands`` → ``stream`` → ``readback``, ``mirror_writer`` → ``sink`` → ``operate`` → ``publish`` →
+``__main__`` → ``commands`` → ``stream`` → ``readback``, ``mirror_writer`` → ``sink`` → ``operate`` → ``fabric`` → ``publish`` →
 ``collect`` → ``landing_zone`` → ``debezium``, ``kafka_client``, ``record_columns`` → ``config`` → ``storage`` →
 ``secrets``, ``kcat`` → ``errors``, ``events``. Every import counts, also those inside functions.
 """
@@ -29,13 +29,14 @@ LAYERS: dict[str, int] = {
     "landing_zone": 5,
     "collect": 6,
     "publish": 7,
-    "operate": 8,
-    "sink": 9,
-    "readback": 10,
-    "mirror_writer": 10,  # the composition root of run and convert: fence, storages, ledger, sink
-    "stream": 11,
-    "commands": 12,
-    "__main__": 13,
+    "fabric": 8,  # Fabric's REST API: the client, the database's and tables' status, init
+    "operate": 9,
+    "sink": 10,
+    "readback": 11,
+    "mirror_writer": 11,  # the composition root of run and convert: fence, storages, ledger, sink
+    "stream": 12,
+    "commands": 13,
+    "__main__": 14,
 }
 
 

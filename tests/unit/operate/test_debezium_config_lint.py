@@ -68,7 +68,7 @@ def test_source_kinds() -> None:
     assert database_kind(MARIADB) == "mysql"
     assert database_kind(POSTGRES) == "postgres"
     assert database_kind("io.debezium.connector.sqlserver.SqlServerConnector") == "sqlserver"
-    assert database_kind("io.debezium.connector.readback.OracleConnector") == "oracle"
+    assert database_kind("io.debezium.connector.oracle.OracleConnector") == "oracle"
 
 
 def test_automatic_rebuilds_need_the_kafka_signal_channel_and_a_signalling_table() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from connector.config import load_settings
 from connector.errors import ConfigError
-from connector.operate.fabric_status import (
+from connector.fabric.status import (
     FABRIC_API_SCOPE,
     FabricStatusReader,
     FabricTableStatus,
@@ -51,7 +51,7 @@ def rest_reader(double: FabricApiDouble, **overrides: Any) -> FabricStatusReader
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "connector.operate.fabric_status" and r.levelno >= logging.WARNING]
+    return [r for r in caplog.records if r.name == "connector.fabric.status" and r.levelno >= logging.WARNING]
 
 
 # -- REST ----------------------------------------------------------------------------------------------------
@@ -101,7 +101,7 @@ def test_rest_a_wrong_token_is_unreadable_with_one_warning(
 ) -> None:
     fabric.set_table("public", "customers")
     reader = rest_reader(fabric, **{"fabric_status.bearer_token": "not-the-token"})
-    with caplog.at_level(logging.DEBUG, logger="connector.operate.fabric_status"):
+    with caplog.at_level(logging.DEBUG, logger="connector.fabric.status"):
         assert reader.tables() is None
         assert reader.tables() is None  # same reason: no second warning
     [warning] = warnings_of(caplog)
@@ -133,7 +133,7 @@ def test_rest_failures_are_unreadable(
     else:
         overrides["fabric_status.mirrored_database_id"] = "00000000-0000-0000-0000-000000000000"
     reader = rest_reader(fabric, **overrides)
-    with caplog.at_level(logging.WARNING, logger="connector.operate.fabric_status"):
+    with caplog.at_level(logging.WARNING, logger="connector.fabric.status"):
         assert reader.tables() is None
     [warning] = warnings_of(caplog)
     assert expected in warning.getMessage() and warning.exc_info is None
@@ -148,7 +148,7 @@ def test_rest_a_stopped_service_is_unreadable_then_readable_again(
     assert reader.tables() is not None
     url = double.api_url
     double.stop()
-    with caplog.at_level(logging.INFO, logger="connector.operate.fabric_status"):
+    with caplog.at_level(logging.INFO, logger="connector.fabric.status"):
         assert reader.tables() is None
     [warning] = warnings_of(caplog)
     assert url in warning.getMessage() and "ConnectError" in warning.getMessage()
@@ -160,7 +160,7 @@ def test_rest_token_from_an_environment_reference(
     fabric.set_table("public", "customers")
     reader = rest_reader(fabric, **{"fabric_status.bearer_token": "${env:FABRIC_DOUBLE_TOKEN}"})
     monkeypatch.delenv("FABRIC_DOUBLE_TOKEN", raising=False)
-    with caplog.at_level(logging.WARNING, logger="connector.operate.fabric_status"):
+    with caplog.at_level(logging.WARNING, logger="connector.fabric.status"):
         assert reader.tables() is None
     assert "FABRIC_DOUBLE_TOKEN, which is not set" in warnings_of(caplog)[0].getMessage()
     assert fabric.requests == []  # no request without a token
@@ -175,7 +175,7 @@ def test_rest_repeated_continuation_token_is_unreadable(
     fabric.set_table("public", "customers")
     fabric.page_size = 0  # every page is empty and points at page-0 again: a service stuck in a loop
     reader = RestFabricStatus(fabric.api_url, WORKSPACE_ID, MIRRORED_DATABASE_ID, lambda: TOKEN)
-    with caplog.at_level(logging.WARNING, logger="connector.operate.fabric_status"):
+    with caplog.at_level(logging.WARNING, logger="connector.fabric.status"):
         assert reader.tables() is None
     assert "same continuationToken twice" in warnings_of(caplog)[0].getMessage()
     assert len(fabric.table_calls()) == 2
@@ -219,7 +219,7 @@ def test_monitoring_reads_tables_json_from_a_local_folder(tmp_path: Path, caplog
     )
     reader = open_fabric_status(settings)
     assert isinstance(reader, MonitoringFabricStatus)
-    with caplog.at_level(logging.WARNING, logger="connector.operate.fabric_status"):
+    with caplog.at_level(logging.WARNING, logger="connector.fabric.status"):
         assert reader.tables() is None  # mirroring has not written it yet
     [warning] = warnings_of(caplog)
     assert str(monitoring / "tables.json") in warning.getMessage() and "does not exist" in warning.getMessage()
@@ -324,7 +324,7 @@ def test_bearer_token_is_a_secret() -> None:
 def test_identity_token_is_scoped_to_the_fabric_api(monkeypatch: pytest.MonkeyPatch) -> None:
     from azure.core.credentials import AccessToken
 
-    from connector.operate.fabric_status import identity_token
+    from connector.fabric.status import identity_token
     from connector.storage import credentials
 
     scopes: list[tuple[str, ...]] = []

@@ -3,7 +3,7 @@
 Before the connector writes one file, a first mirror needs an open-mirrored database, started, whose landing
 zone the connector's identity may write, plus the ids ``run`` and ``fabric_status`` need. Done by hand in the
 portal, the first sign of a mistake used to be an error from a running service, or files piling up unread in
-a stopped database. ``init_mirror`` does every step through the Fabric REST API (``connector.operate.fabric_api``)
+a stopped database. ``init_mirror`` does every step through the Fabric REST API (``connector.fabric.rest_api``)
 and OneLake, idempotently: an item found by id or display name is reused, a running database is left alone,
 ``_partnerEvents.json`` is kept when present, so a second run changes nothing.
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from connector.errors import ConfigError, ConnectorError
-from connector.operate.fabric_api import FabricApi, FabricApiError
-from connector.operate.fabric_status import identity_token, static_token
+from connector.fabric.rest_api import FabricApi, FabricApiError
+from connector.fabric.status import identity_token, static_token
 from connector.storage.errors import StorageAccessDenied, StorageError, StorageNotFound
 from connector.storage.identity import CredentialConfig
 from connector.storage.location import StorageLocation

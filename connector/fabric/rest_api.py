@@ -1,7 +1,7 @@
 """The Fabric REST API calls that find, create and start an open-mirrored database, with their waits.
 
 ``connector init`` and the chain preflight use it; the streaming job reads status through
-``connector.operate.fabric_status``. Shapes relied on, from Microsoft's REST reference
+``connector.fabric.status``. Shapes relied on, from Microsoft's REST reference
 (learn.microsoft.com/rest/api/fabric/mirroreddatabase/items, .../mirroreddatabase/mirroring,
 .../core/long-running-operations, and the article rest/api/fabric/articles/long-running-operation) and its
 OpenAPI source (github.com/microsoft/fabric-rest-api-specs, ``mirroredDatabase/`` and ``common/``)::
@@ -46,7 +46,7 @@ import httpx
 import orjson
 
 from connector.errors import ConnectorError
-from connector.operate.fabric_status import FabricStatusUnreadable, TokenSource
+from connector.fabric.status import FabricStatusUnreadable, TokenSource
 
 #: A wait the service asked for without saying how long (a 202 or 429 without Retry-After).
 DEFAULT_RETRY_AFTER_S = 5.0

@@ -11,10 +11,10 @@ import pytest
 
 from connector.config import load_settings
 from connector.errors import ConfigError
+from connector.fabric.database_init import mirroring_definition
+from connector.fabric.rest_api import FabricApi, FabricApiError
+from connector.fabric.status import open_fabric_status
 from connector.operate import metrics
-from connector.operate.fabric_api import FabricApi, FabricApiError
-from connector.operate.fabric_init import mirroring_definition
-from connector.operate.fabric_status import open_fabric_status
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from tests.support.fabric_api_double import MIRRORED_DATABASE_ID, TOKEN, WORKSPACE_ID, FabricApiDouble
 
