@@ -30,7 +30,7 @@ from benchmarks.service import (
     send,
     start_connector,
 )
-from connector.landing_zone import parse_data_file_name
+from connector.landing_zone.layout import parse_data_file_name
 
 
 class FolderWatcher(threading.Thread):

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from connector.landing_zone import DELIMITED_SEPARATORS, delimited_text_metadata
+from connector.landing_zone.metadata import DELIMITED_SEPARATORS, delimited_text_metadata
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from connector.debezium.schemaless import arrow_row_columns, used_columns
 from connector.debezium.types import ColumnType, ConversionError, type_policy
 from connector.errors import BulkDeclined, decline
 from connector.events import KafkaRecord
-from connector.landing_zone import TableRef, table_for_topic
+from connector.landing_zone.layout import TableRef, table_for_topic
 
 log = logging.getLogger(__name__)
 

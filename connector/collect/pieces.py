@@ -21,7 +21,7 @@ from connector.config import MirrorSettings, SourceSettings
 from connector.debezium.types import ColumnType
 from connector.errors import SchemaChanged, TableStopped
 from connector.events import KafkaRecord, Op, SkipCounts
-from connector.landing_zone import TableRef
+from connector.landing_zone.layout import TableRef
 
 #: Debezium's ``source.snapshot`` on the first read of a snapshot pass: of the whole snapshot, of one table.
 PASS_FIRST = ("first", "first_in_data_collection")

@@ -42,7 +42,7 @@ from connector.debezium.envelope import ChangeEvent, Noise
 from connector.debezium.types import ColumnType, ConversionError, type_policy
 from connector.errors import DecodeError, SchemaChanged, TableStopped, rebuild_hint
 from connector.events import KafkaRecord, Op
-from connector.landing_zone import TableRef, table_for_topic
+from connector.landing_zone.layout import TableRef, table_for_topic
 
 log = logging.getLogger(__name__)
 

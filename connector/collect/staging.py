@@ -29,7 +29,7 @@ from connector.collect.pieces import CollectContext, Collected, StagedFile, Tabl
 from connector.collect.table_buffer import MARKER_TYPE
 from connector.config import MirrorSettings
 from connector.events import ROW_MARKER_COLUMN
-from connector.landing_zone import staged_file_name
+from connector.landing_zone.layout import staged_file_name
 from connector.storage.base import Storage, join
 
 #: A rewrite of a staged table (``restage``).

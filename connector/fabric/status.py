@@ -68,7 +68,7 @@ from azure.core.exceptions import AzureError
 from pydantic import SecretStr
 
 from connector.errors import ConfigError, ConnectorError
-from connector.landing_zone import TableRef
+from connector.landing_zone.layout import TableRef
 from connector.secrets import resolve_secret_references
 from connector.storage import CredentialKind, Storage
 from connector.storage.credentials import build_credential

@@ -1,7 +1,7 @@
 """Writing ``_metadata.json`` (per table, once) and ``_partnerEvents.json`` (landing-zone root).
 
-What the files say, and what an existing file means, is the landing-zone contract
-(``connector.landing_zone``); this module decides what to do when one is already there.
+What the files say, and what an existing file means, is the landing-zone contract (``connector.landing_zone`` (its
+``layout`` and ``metadata``)); this module decides what to do when one is already there.
 """
 
 from __future__ import annotations
@@ -11,17 +11,15 @@ from typing import Any
 import orjson
 
 from connector.errors import SchemaChanged, TableStopped, rebuild_hint
-from connector.landing_zone import (
-    METADATA_FILE,
-    PARTNER_EVENTS_FILE,
+from connector.landing_zone.layout import METADATA_FILE, PARTNER_EVENTS_FILE, TableRef
+from connector.landing_zone.metadata import (
     AmbiguousMetadata,
-    TableRef,
     effective_metadata,
     flat_metadata,
     metadata_spellings,
     partner_events,
 )
-from connector.landing_zone import table_metadata as table_metadata  # table_plan.py imports it from here
+from connector.landing_zone.metadata import table_metadata as table_metadata
 from connector.storage.base import Storage, join
 
 _ABSENT = object()

@@ -9,7 +9,7 @@ gap or a duplicate number. What was checked is kept only once the batch that che
 from __future__ import annotations
 
 from connector.errors import LandingZoneCorrupt, rebuild_hint
-from connector.landing_zone import TableRef
+from connector.landing_zone.layout import TableRef
 from connector.publish.ledger import TableState
 from connector.publish.publisher import highest_number
 from connector.storage.base import Storage

@@ -13,7 +13,7 @@ from connector.collect.per_table import for_each_table
 from connector.collect.staging import digest
 from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt
-from connector.landing_zone import (
+from connector.landing_zone.layout import (
     PROCESSED_FOLDERS,
     STAGED_PREFIX,
     discover_tables,

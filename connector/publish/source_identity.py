@@ -17,7 +17,7 @@ import orjson
 
 from connector.config import MirrorSettings
 from connector.errors import ConfigError, LandingZoneCorrupt
-from connector.landing_zone import discover_tables, table_for_topic
+from connector.landing_zone.layout import discover_tables, table_for_topic
 from connector.publish.ledger import BatchLedger, LedgerState
 from connector.storage.base import Storage
 

@@ -22,7 +22,7 @@ from connector.collect.table_buffer import MARKER_TYPE
 from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
-from connector.landing_zone import METADATA_FILE, TableRef, data_file_name
+from connector.landing_zone.layout import METADATA_FILE, TableRef, data_file_name
 from connector.publish.initial_load import check_initial_load
 from connector.publish.ledger import PlannedFile, TableState
 from connector.publish.metadata import ensure_partner_events, ensure_table_metadata, table_metadata

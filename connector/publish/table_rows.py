@@ -18,7 +18,7 @@ from connector.collect.ordering import Position, position_order
 from connector.collect.pieces import Collected, SourceShape, StagedFile, TablePiece
 from connector.debezium.types import type_name
 from connector.errors import SchemaChanged, TableStopped, rebuild_hint
-from connector.landing_zone import TableRef
+from connector.landing_zone.layout import TableRef
 from connector.publish.batch_result import BatchResult
 
 log = logging.getLogger(__name__)

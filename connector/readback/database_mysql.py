@@ -42,7 +42,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from connector.errors import ConfigError, ConnectorError
-from connector.landing_zone import TableRef
+from connector.landing_zone.layout import TableRef
 from connector.readback.database_reader import Row, show, time_micros
 from connector.readback.table_report import TableReport, compare_by_key
 from connector.secrets import redact_url

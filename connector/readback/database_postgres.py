@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from connector.landing_zone import TableRef
+from connector.landing_zone.layout import TableRef
 from connector.readback.database_reader import Row, show, time_micros
 from connector.readback.table_report import TableReport, compare_by_key
 

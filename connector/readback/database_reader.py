@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from connector.landing_zone import TableRef
+from connector.landing_zone.layout import TableRef
 from connector.readback.table_report import TableReport
 
 Row = dict[str, Any]

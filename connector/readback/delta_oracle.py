@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from connector.landing_zone import TableRef, discover_tables
+from connector.landing_zone.layout import TableRef, discover_tables
 from connector.readback.file_applier import FileApplier, FileChange, TableRefused, conformed
 from connector.readback.landing_reader import require_landing_zone
 from connector.storage.base import Storage

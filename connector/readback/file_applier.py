@@ -36,7 +36,8 @@ import pyarrow as pa
 
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN, ROW_MARKER_VALUES, RowMarker
-from connector.landing_zone import PARQUET, TableFormat, TableRef
+from connector.landing_zone.layout import TableRef
+from connector.landing_zone.metadata import PARQUET, TableFormat
 from connector.readback.fabric_types import fabric_type_problem
 from connector.readback.landing_reader import (
     DataFile,

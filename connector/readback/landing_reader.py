@@ -1,15 +1,16 @@
 """Reading a landing zone back, as open mirroring would: tables, ``_metadata.json``, data files.
 
-What the files mean (key names, defaults, the lenient parse of ``_metadata.json``) is the landing-zone
-contract, ``connector.landing_zone``; this module reads them through a ``Storage`` and parses data files.
+What the files mean (key names, defaults, the lenient parse of ``_metadata.json``) is the landing-zone contract,
+``connector.landing_zone`` (its ``layout`` and ``metadata``); this module reads them through a ``Storage`` and
+parses data files.
 
-``validate`` and ``replay`` both need to see the landing zone the way the mirroring service sees it, and
-they must agree on what they see, so the reading lives here once. Everything goes through a
-``Storage``, so the same code checks a local directory and a OneLake landing zone.
+``validate`` and ``replay`` both need to see the landing zone the way the mirroring service sees it, and they must
+agree on what they see, so the reading lives here once. Everything goes through a ``Storage``, so the same code
+checks a local directory and a OneLake landing zone.
 
-What counts as history: the service deletes processed files (keeping the last one) and moves processed
-files to ``_ProcessedFiles`` or ``_FilesReadyToDelete``, so data files found in those folders are part
-of the table's history just like the ones still in the table folder.
+What counts as history: the service deletes processed files (keeping the last one) and moves processed files to
+``_ProcessedFiles`` or ``_FilesReadyToDelete``, so data files found in those folders are part of the table's history
+just like the ones still in the table folder.
 """
 
 from __future__ import annotations
@@ -27,17 +28,14 @@ import pyarrow.parquet as pq
 
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
-from connector.landing_zone import (
+from connector.landing_zone.layout import (
     METADATA_FILE,
-    PARQUET,
     PROCESSED_FOLDERS,
     STAGED_PREFIX,
-    TableFormat,
-    TableMetadata,
     TableRef,
     parse_data_file_name,
-    parse_table_metadata,
 )
+from connector.landing_zone.metadata import PARQUET, TableFormat, TableMetadata, parse_table_metadata
 from connector.storage.base import TEMP_PREFIX, FileInfo, Storage, join
 from connector.storage.local import LocalStorage
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from connector.errors import ConfigError
-from connector.landing_zone import TableRef, discover_tables
+from connector.landing_zone.layout import TableRef, discover_tables
 from connector.readback.extra import require_extra
 from connector.readback.file_applier import FileApplier, FileChange, conformed
 from connector.readback.landing_reader import require_landing_zone

@@ -34,20 +34,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.events import ROW_MARKER_COLUMN, ROW_MARKER_VALUES
-from connector.landing_zone import (
+from connector.landing_zone.layout import (
     METADATA_FILE,
-    PARQUET,
     PARTNER_EVENTS_FILE,
     PROCESSED_FOLDERS,
     SCHEMA_SUFFIX,
-    TableFormat,
     TableRef,
     discover_tables,
-    key_columns_of,
-    metadata_problems,
-    partner_events_problems,
-    table_format,
 )
+from connector.landing_zone.metadata import PARQUET, TableFormat, key_columns_of, table_format
 from connector.readback.fabric_types import fabric_type_problem
 from connector.readback.landing_reader import (
     DataFile,
@@ -60,6 +55,7 @@ from connector.readback.landing_reader import (
     scan_table,
     unique_by_number,
 )
+from connector.readback.metadata_checks import metadata_problems, partner_events_problems
 from connector.storage.base import Storage, join
 
 _MARKERS_TEXT = "/".join(str(marker) for marker in ROW_MARKER_VALUES)

@@ -26,7 +26,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from connector.errors import LandingZoneCorrupt
-from connector.landing_zone import TableRef, discover_tables
+from connector.landing_zone.layout import TableRef, discover_tables
 from connector.readback.database_mysql import MySqlReader, MySqlSource, is_mysql_url
 from connector.readback.database_postgres import PostgresReader
 from connector.readback.database_reader import SourceReader

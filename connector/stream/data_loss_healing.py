@@ -26,7 +26,7 @@ from dataclasses import replace
 import orjson
 
 from connector.config import MirrorSettings, SourceSettings
-from connector.landing_zone import table_for_topic
+from connector.landing_zone.layout import table_for_topic
 from connector.operate import metrics
 from connector.publish.ledger import BatchLedger, DataGap, LedgerState, TableState
 from connector.publish.source_identity import topic_prefix

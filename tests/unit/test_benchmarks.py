@@ -78,7 +78,7 @@ def test_generated_events_carry_their_source_time_in_a_column() -> None:
     from benchmarks.bench_tables import table_topics
     from benchmarks.service import debezium_event
     from connector.config import MirrorSettings
-    from connector.landing_zone import table_for_topic
+    from connector.landing_zone.layout import table_for_topic
 
     key, value = debezium_event(3, 1, "u", 1_700_000_000_123)
     payload = orjson.loads(value)

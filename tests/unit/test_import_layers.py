@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     "debezium": 4,
     "kafka_client": 4,
     "record_columns": 4,
-    "landing_zone": 5,
+    "landing_zone": 5,  # the landing-zone contract: layout (folders, file names) and metadata
     "collect": 6,
     "publish": 7,
     "fabric": 8,  # Fabric's REST API: the client, the database's and tables' status, init

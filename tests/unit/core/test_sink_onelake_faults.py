@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from connector.config import MirrorSettings
-from connector.landing_zone import STAGED_PREFIX
+from connector.landing_zone.layout import STAGED_PREFIX
 from connector.readback.replay import replay_landing_zone
 from connector.readback.validate import validate_landing_zone
 from connector.sink import MirrorSink

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.landing_zone import staged_file_name
+from connector.landing_zone.layout import staged_file_name
 from connector.publish.publisher import remove_orphans
 from connector.storage.errors import StorageError
 from connector.storage.local import LocalStorage

@@ -17,7 +17,7 @@ import pytest
 
 from connector.collect.encoding import FileFormat
 from connector.errors import TableStopped
-from connector.landing_zone import TableRef
+from connector.landing_zone.layout import TableRef
 from connector.publish.metadata import ensure_table_metadata, table_metadata
 from connector.storage.local import LocalStorage
 

@@ -15,7 +15,7 @@ import pytest
 
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
-from connector.landing_zone import TableRef
+from connector.landing_zone.layout import TableRef
 from connector.readback.file_applier import FileApplier, FileChange, TableRefused, conformed, file_effect
 from connector.storage.local import LocalStorage
 

@@ -14,7 +14,8 @@ import pytest
 
 from connector.commands.cli import main
 from connector.events import ROW_MARKER_COLUMN
-from connector.landing_zone import discover_tables, table_format
+from connector.landing_zone.layout import discover_tables
+from connector.landing_zone.metadata import table_format
 from connector.readback.landing_reader import list_data_files, read_data_file
 from connector.readback.validate import Problem, validate_landing_zone
 from connector.storage.local import LocalStorage

@@ -1,22 +1,12 @@
-"""The Fabric landing-zone contract, in one place: where things live and what the files say.
+"""What a table's ``_metadata.json`` and the root's ``_partnerEvents.json`` say.
 
-Table folders (and finding them), the 20-digit file names and the reserved names; ``_metadata.json``
-(key names and their spellings, documented defaults, the delimited-text properties and data types) and
-``_partnerEvents.json``. The writer (``publish``) builds and compares its files with these functions, and
-the reader, the validator and the read-back tools (``readback``) read and check them with the same ones, so the
-two sides cannot drift apart. Three ways to read ``_metadata.json``, each for its reader:
-
-* ``effective_metadata``: what the mirroring service understands (case-folded names, absent keys as their
-  defaults); the writer compares an existing file with its own through it;
-* ``parse_table_metadata`` / ``table_format``: lenient (a malformed key means its default), for replaying
-  whatever the service could read;
-* ``metadata_problems`` / ``partner_events_problems``: strict, one message per broken rule, for ``validate``.
+Key names and their spellings, documented defaults, the delimited-text properties and data types; how the writer
+builds them, how the mirroring service reads them (``effective_metadata``) and how a replay reads them leniently
+(``parse_table_metadata``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -24,107 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.config import MirrorSettings
 from connector.errors import ConnectorError
-from connector.storage.base import Storage
-
-FILE_NUMBER_DIGITS = 20
-PROCESSED_FOLDERS = ("_ProcessedFiles", "_FilesReadyToDelete")
-METADATA_FILE = "_metadata.json"
-PARTNER_EVENTS_FILE = "_partnerEvents.json"
-STAGED_PREFIX = "_staged_"
-"""Prefix of a staged data file: written before its batch's plan is recorded, published by renaming it to its
-number. Not the storage layer's ``TEMP_PREFIX`` (``_tmp_``): start-up deletes every ``_tmp_`` file unasked,
-while a staged file a recorded plan names must survive a crash so recovery can publish it."""
-SCHEMA_SUFFIX = ".schema"
-# Root and table-level folders that are not tables: the mirroring service's and the connector's own (``_``),
-# and hidden ones a person keeps beside the tables (``.``).
-_NOT_TABLE_PREFIXES = ("_", ".")
-
-_DATA_FILE = re.compile(r"^(\d{20})\.([A-Za-z0-9]+)$")
-
-
-@dataclass(frozen=True)
-class TableRef:
-    """A mirrored table: its id (``schema.table``) and its folder in the landing zone."""
-
-    schema: str | None
-    name: str
-
-    @property
-    def id(self) -> str:
-        """``schema.table``, or ``table`` without a schema; used in metrics, logs and the ledger."""
-        return f"{self.schema}.{self.name}" if self.schema else self.name
-
-    @property
-    def folder(self) -> str:
-        """``<schema>.schema/<table>`` per the landing-zone format, or ``<table>``."""
-        return f"{self.schema}.schema/{self.name}" if self.schema else self.name
-
-
-def table_for_topic(topic: str, mirror: MirrorSettings) -> TableRef:
-    """Map a Debezium topic ``<prefix>.<schema>.<table>`` to its table, honouring config overrides."""
-    override = mirror.table_settings(topic)
-    parts = topic.split(".")
-    schema = parts[-2] if len(parts) >= 3 else None
-    name = parts[-1]
-    return TableRef(override.schema_name or schema, override.table or name)
-
-
-def data_file_name(number: int, extension: str) -> str:
-    """``00000000000000000001.parquet``."""
-    return f"{number:0{FILE_NUMBER_DIGITS}d}.{extension}"
-
-
-def parse_data_file_name(name: str) -> tuple[int, str] | None:
-    """Return (number, extension) for a data file name, ``None`` for anything else."""
-    match = _DATA_FILE.match(name)
-    if not match:
-        return None
-    return int(match[1]), match[2]
-
-
-def staged_batch_prefix(batch_id: int) -> str:
-    """The start of every staged file name of batch ``batch_id`` (``staged_file_name``)."""
-    return f"{STAGED_PREFIX}{batch_id}_"
-
-
-def staged_file_name(batch_id: int, first: tuple[str, int, int], chunk: int, attempt: str, extension: str) -> str:
-    """Name of a file staged before its batch is planned; the leading underscore keeps mirroring off it.
-
-    The batch, the piece's first record (topic, partition, offset), the chunk, and the staging attempt: every
-    attempt of a task (retried, speculative, or a zombie of a lost executor) writes names of its own, so one
-    attempt never writes over a file another attempt reported, and a staged file needs no atomic upload. The
-    topic is hashed: names stay short and free of characters a file system may refuse.
-    """
-    topic, partition, offset = first
-    slice_id = f"{hashlib.sha1(topic.encode(), usedforsecurity=False).hexdigest()[:12]}-{partition}-{offset}"
-    return f"{staged_batch_prefix(batch_id)}{slice_id}_{chunk}_{attempt}.{extension}"
-
-
-def discover_tables(storage: Storage) -> list[TableRef]:
-    """Table folders of the landing zone, sorted by table id.
-
-    Folders starting with ``_`` are not tables (the mirroring service ignores them, and the connector
-    uses the prefix for its own files); nor are hidden folders starting with ``.`` (a ``.state`` folder
-    that a person keeps beside the tables is not data to replay). A root folder ``<schema>.schema``
-    holds one folder per table; any other root folder is a table without a schema.
-    """
-    tables: list[TableRef] = []
-    for entry in storage.list_dir(""):
-        name = entry.path.rsplit("/", 1)[-1]
-        if not entry.is_dir or name.startswith(_NOT_TABLE_PREFIXES):
-            continue
-        if name.endswith(SCHEMA_SUFFIX) and len(name) > len(SCHEMA_SUFFIX):
-            schema = name[: -len(SCHEMA_SUFFIX)]
-            for child in storage.list_dir(entry.path):
-                child_name = child.path.rsplit("/", 1)[-1]
-                if child.is_dir and not child_name.startswith(_NOT_TABLE_PREFIXES):
-                    tables.append(TableRef(schema, child_name))
-        else:
-            tables.append(TableRef(None, name))
-    return sorted(tables, key=lambda table: table.id)
-
 
 # -- _metadata.json: key names, defaults and the one rule for each ------------------------------------------
 # The seed spells key names in two cases (``keyColumns`` and, in its delimited-text example, ``KeyColumns``).
@@ -403,7 +293,7 @@ def key_columns_of(metadata: Mapping[str, Any]) -> tuple[str, ...] | None:
     Returns ``None`` when it is not a non-empty list of column names (non-empty strings).
     """
     value = metadata.get(KEY_COLUMNS, metadata.get(KEY_COLUMNS_ALT))
-    return tuple(value) if _is_name_list(value) else None
+    return tuple(value) if is_name_list(value) else None
 
 
 def is_delimited(metadata: Mapping[str, Any]) -> bool:
@@ -464,106 +354,6 @@ def _schema_columns(definition: Any) -> tuple[tuple[str, str], ...]:
     )
 
 
-def _is_name_list(value: Any) -> bool:
+def is_name_list(value: Any) -> bool:
+    """Whether ``value`` is a non-empty list of non-empty strings (a column list)."""
     return isinstance(value, list) and bool(value) and all(isinstance(item, str) and item for item in value)
-
-
-# -- checking, strictly: every rule of the format, one message per violation -----------------------------
-
-
-def metadata_problems(metadata: Mapping[str, Any]) -> list[str]:
-    """What breaks the format's rules in a ``_metadata.json`` object, one message per problem, in order."""
-    problems = _key_column_problems(metadata)
-    if is_delimited(metadata):
-        problems.extend(_delimited_problems(metadata))
-    return problems
-
-
-def _key_column_problems(metadata: Mapping[str, Any]) -> list[str]:
-    problems: list[str] = []
-    spellings = [key for key in (KEY_COLUMNS, KEY_COLUMNS_ALT) if key in metadata]
-    if not spellings:
-        problems.append("declares no keyColumns: open mirroring cannot apply updates or deletes without them")
-    for key in spellings:
-        value = metadata[key]
-        if not _is_name_list(value):
-            problems.append(f"{key} must be a non-empty list of column names, found {value!r}")
-        elif len(set(value)) != len(value):
-            problems.append(f"{key} lists a column more than once: {value!r}")
-    if len(spellings) == 2 and metadata[KEY_COLUMNS] != metadata[KEY_COLUMNS_ALT]:
-        problems.append(f"{KEY_COLUMNS} and {KEY_COLUMNS_ALT} are both present and differ")
-    return problems
-
-
-def _delimited_problems(metadata: Mapping[str, Any]) -> list[str]:
-    problems: list[str] = []
-    file_format = metadata.get(FILE_FORMAT)
-    if file_format is not None and (
-        not isinstance(file_format, str) or file_format.lower() not in (DELIMITED_TEXT_FORMAT.lower(), _CSV)
-    ):
-        problems.append(
-            f"{FILE_FORMAT} must be {DELIMITED_TEXT_FORMAT}, {CSV_FORMAT} or {PARQUET_FORMAT}, found {file_format!r}"
-        )
-    extension = metadata.get(FILE_EXTENSION)
-    if extension is None:
-        problems.append(f"{FILE_EXTENSION} is required for delimited text")
-    elif not isinstance(extension, str) or not extension.strip("."):
-        problems.append(f"{FILE_EXTENSION} must be an extension such as csv, found {extension!r}")
-    problems.extend(_schema_definition_problems(metadata.get(SCHEMA_DEFINITION)))
-    props = metadata.get(FORMAT_PROPERTIES)
-    if props is None:
-        return problems
-    if not isinstance(props, dict):
-        problems.append(f"{FORMAT_PROPERTIES} must be a JSON object")
-        return problems
-    if props.get(FIRST_ROW_AS_HEADER, True) is not True:
-        problems.append(f"{FORMAT_PROPERTIES}.{FIRST_ROW_AS_HEADER} must be true: delimited files need a header row")
-    for name, supported in SUPPORTED_PROPERTY_VALUES.items():
-        if name in props and props[name] not in supported:
-            problems.append(f"{FORMAT_PROPERTIES}.{name} {props[name]!r} is not one of {list(supported)!r}")
-    if NULL_VALUE in props and not isinstance(props[NULL_VALUE], str):
-        problems.append(f"{FORMAT_PROPERTIES}.{NULL_VALUE} must be a string, found {props[NULL_VALUE]!r}")
-    return problems
-
-
-def _schema_definition_problems(definition: Any) -> list[str]:
-    if definition is None:
-        return [f"{SCHEMA_DEFINITION} is required for delimited text: it gives every column its type"]
-    columns = definition.get("Columns") if isinstance(definition, dict) else None
-    if not isinstance(columns, list) or not columns:
-        return [f"{SCHEMA_DEFINITION}.Columns must be a non-empty list"]
-    problems: list[str] = []
-    seen: set[str] = set()
-    for index, column in enumerate(columns):
-        name = column.get("Name") if isinstance(column, dict) else None
-        if not isinstance(column, dict) or not isinstance(name, str) or not name:
-            problems.append(f"{SCHEMA_DEFINITION}.Columns[{index}] must be an object with a Name")
-            continue
-        if name in seen:
-            problems.append(f"{SCHEMA_DEFINITION} declares column {name!r} more than once")
-        seen.add(name)
-        data_type = column.get("DataType")
-        if data_type not in DELIMITED_DATA_TYPES:
-            problems.append(
-                f"{SCHEMA_DEFINITION} column {name!r} has DataType {data_type!r}, not one of "
-                f"{sorted(DELIMITED_DATA_TYPES)}"
-            )
-    return problems
-
-
-def partner_events_problems(content: Any) -> list[str]:
-    """What breaks the format's rules in a parsed ``_partnerEvents.json``, one message per problem."""
-    if not isinstance(content, dict):
-        return ["is not a JSON object"]
-    problems: list[str] = []
-    if not isinstance(content.get("partnerName"), str):
-        problems.append("partnerName must be a string")
-    info = content.get("sourceInfo")
-    if not isinstance(info, dict):
-        problems.append("sourceInfo must be a JSON object")
-    else:
-        if not isinstance(info.get("sourceType"), str):
-            problems.append("sourceInfo.sourceType must be a string")
-        if "sourceVersion" in info and not isinstance(info["sourceVersion"], str):
-            problems.append("sourceInfo.sourceVersion must be a string")
-    return problems
