@@ -163,6 +163,11 @@ def _add_init(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="start a database found Stopped or Paused (otherwise that is an error: someone stopped it)",
     )
     ini.add_argument(
+        "--delta-change-data-feed",
+        action="store_true",
+        help="set enableDeltaChangeDataFeed in the definition (a created database, or an existing one)",
+    )
+    ini.add_argument(
         "--max-wait",
         type=float,
         metavar="SECONDS",
@@ -363,6 +368,8 @@ def _init(args: argparse.Namespace) -> int:
         "default_schema": args.default_schema,
         "target_properties": parse_target_properties(args.target_property),
         "start": args.start,
+        "delta_change_data_feed": args.delta_change_data_feed,
+        "config": args.config,
         "max_wait_s": args.max_wait or float(env("CONNECTOR_INIT_MAX_WAIT_S") or 600),
         "write_config": args.write_config or env("CONNECTOR_INIT_WRITE_CONFIG"),
     }

@@ -21,11 +21,13 @@ import yaml
 from connector.config import ConnectorSettings
 from connector.errors import ConfigError, ConnectorError
 from connector.fabric.database_init import (
+    CHANGE_DATA_FEED,
     ONELAKE_URL,
     STEP_MIRRORING,
     ChainStepFailed,
     InitRequest,
     MirrorTarget,
+    change_data_feed,
     close_storage,
     explain,
     fabric_api_for,
@@ -33,7 +35,7 @@ from connector.fabric.database_init import (
     open_landing_zone,
     probe_landing_zone,
 )
-from connector.fabric.rest_api import FabricApiError
+from connector.fabric.rest_api import FabricApi, FabricApiError
 from connector.storage import is_remote
 
 STEP_KAFKA = "kafka"
@@ -49,7 +51,8 @@ def init_command(settings: ConnectorSettings, options: Mapping[str, Any]) -> int
     """Make the mirrored database exist and run, then check Kafka and Debezium when configured.
 
     ``options``: ``name``, ``onelake_url``, ``default_schema``, ``target_properties``, ``start``, ``max_wait_s``,
-    ``write_config`` (the CLI's flags).
+    ``delta_change_data_feed``, ``write_config`` (the CLI's flags) and ``config`` (the ``--config`` file, which a
+    ``--write-config`` file that does not exist yet starts as a copy of).
 
     Raises:
         ChainStepFailed: The first step that failed (the CLI prints it as one ``error:`` line, exit 2).
@@ -66,6 +69,7 @@ def init_command(settings: ConnectorSettings, options: Mapping[str, Any]) -> int
         default_schema=str(options.get("default_schema") or "dbo"),
         target_properties=options.get("target_properties") or {},
         start=bool(options.get("start")),
+        delta_change_data_feed=bool(options.get("delta_change_data_feed")),
         credential=settings.landing_zone.identity,
         partner_name=settings.mirror.partner_name,
         source_type=settings.mirror.source_type or "Debezium",
@@ -78,13 +82,19 @@ def init_command(settings: ConnectorSettings, options: Mapping[str, Any]) -> int
     if failures:
         raise failures[0]
     if options.get("write_config"):
-        write_config(Path(str(options["write_config"])), target, settings.fabric_status.api_url)
+        source = Path(str(options["config"])) if options.get("config") else None
+        write_config(Path(str(options["write_config"])), target, settings.fabric_status.api_url, source)
         print(f"written into {options['write_config']}")
     return 0
 
 
 def _print_target(target: MirrorTarget) -> None:
-    change = [word for word, done in (("created", target.created), ("started", target.started)) if done]
+    changes = (
+        ("created", target.created),
+        ("started", target.started),
+        ("Delta change data feed enabled", target.definition_updated),
+    )
+    change = [word for word, done in changes if done]
     print(
         f"mirrored database {target.name!r} ({target.item_id}) in workspace {target.workspace_id}: {target.state}"
         f" ({', '.join(change) or 'already there, nothing changed'})"
@@ -95,16 +105,18 @@ def _print_target(target: MirrorTarget) -> None:
     print(f"fabric_status.mirrored_database_id: {target.item_id}")
 
 
-def write_config(path: Path, target: MirrorTarget, api_url: str) -> None:
+def write_config(path: Path, target: MirrorTarget, api_url: str, source: Path | None = None) -> None:
     """Set the landing zone and ``fabric_status`` of the YAML config at ``path`` (created when missing).
 
-    Other keys are kept (comments are not: YAML is rewritten); the file is replaced in one rename.
+    Other keys are kept (comments are not: YAML is rewritten); the file is replaced in one rename. A missing
+    ``path`` starts as ``source`` (``--config``), so a chart's init container can hand ``run`` a whole config.
     """
     data: dict[str, Any] = {}
-    if path.exists():
-        loaded = yaml.safe_load(path.read_text())
+    origin = path if path.exists() else source
+    if origin is not None and origin.exists():
+        loaded = yaml.safe_load(origin.read_text())
         if loaded is not None and not isinstance(loaded, dict):
-            msg = f"--write-config {path}: not a YAML mapping"
+            msg = f"--write-config {origin}: not a YAML mapping"
             raise ConfigError(msg)
         data = loaded or {}
     data.setdefault("landing_zone", {})["url"] = target.landing_zone_url
@@ -180,11 +192,23 @@ def _check_fabric(settings: ConnectorSettings) -> str:
             state, error = api.mirroring_status(workspace, item)
         except FabricApiError as exc:
             raise explain(STEP_MIRRORING, exc, workspace, item) from None
-    if state.lower() != "running" or error is not None:
-        detail = f" ({error})" if error else ""
-        problem = f"mirrored database {name!r} ({item}) is {state}{detail}: mirroring would not read the files"
-        raise ChainStepFailed(STEP_MIRRORING, problem, "start it: python -m connector init --start, or the portal")
-    return f"{STEP_MIRRORING}: mirrored database {name!r} ({item}) is Running"
+        if state.lower() != "running" or error is not None:
+            detail = f" ({error})" if error else ""
+            problem = f"mirrored database {name!r} ({item}) is {state}{detail}: mirroring would not read the files"
+            raise ChainStepFailed(STEP_MIRRORING, problem, "start it: python -m connector init --start, or the portal")
+        cdf = _change_data_feed_line(api, workspace, item)
+    return f"{STEP_MIRRORING}: mirrored database {name!r} ({item}) is Running; {cdf}"
+
+
+def _change_data_feed_line(api: FabricApi, workspace: str, item: str) -> str:
+    """The Delta change data feed setting of the definition, as ``check-config --online`` reports it."""
+    try:
+        enabled = change_data_feed(api, workspace, item)
+    except FabricApiError as exc:
+        return f"Delta change data feed not read ({exc})"
+    if enabled is None:
+        return "Delta change data feed unknown (no readable mirroring.json)"
+    return f"Delta change data feed {'on' if enabled else 'off'} ({CHANGE_DATA_FEED})"
 
 
 def _check_landing_zone(settings: ConnectorSettings) -> str:

@@ -7,6 +7,15 @@ a stopped database. ``init_mirror`` does every step through the Fabric REST API 
 and OneLake, idempotently: an item found by id or display name is reused, a running database is left alone,
 ``_partnerEvents.json`` is kept when present, so a second run changes nothing.
 
+A database still ``Initializing`` (as one just created is) is waited for before ``startMirroring``: Microsoft's
+mirroring REST how-to (learn.microsoft.com/fabric/mirroring/mirrored-database-rest-api) says mirroring cannot be
+started while Get Mirroring Status says ``Initializing``; every wait is one progress line, bounded by ``--max-wait``.
+
+``delta_change_data_feed`` sets ``enableDeltaChangeDataFeed`` in ``target.typeProperties`` of ``mirroring.json``
+(learn.microsoft.com/fabric/mirroring/extended-capabilities-delta-change-data-feed): in the definition of a
+database created now, and for one that exists through getDefinition / updateDefinition, nothing sent when it is
+already set.
+
 A database found Stopped or Paused is not started unless asked (``start=True``, ``init --start``): someone
 stopped it, and only they know why. One created now (or never started, ``Initialized``) is started.
 
@@ -18,10 +27,14 @@ Each failure is one ``ChainStepFailed`` line naming the step, what is wrong and 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from connector.errors import ConfigError, ConnectorError
 from connector.fabric.rest_api import FabricApi, FabricApiError
@@ -44,6 +57,11 @@ START_POLL_MAX_S = 15.0
 STEP_API_TOKEN = "fabric-api-token"  # noqa: S105 - a step name, not a secret
 STEP_DATABASE = "mirrored-database"
 STEP_MIRRORING = "mirroring"
+STEP_DEFINITION = "mirroring-definition"
+#: ``target.typeProperties`` key of the Delta change data feed (mirrored database definition).
+CHANGE_DATA_FEED = "enableDeltaChangeDataFeed"
+#: States ``startMirroring`` is not sent in: wait until they pass.
+_NOT_STARTABLE_YET = frozenset({"initializing"})
 STEP_LANDING_TOKEN = "landing-zone-token"  # noqa: S105 - a step name
 STEP_LANDING = "landing-zone"
 STEP_PARTNER_EVENTS = "partner-events"
@@ -75,6 +93,7 @@ class InitRequest:
         target_properties: Extra ``target.typeProperties`` of ``mirroring.json`` (e.g. the Delta change data feed
             setting Microsoft documents for the definition), merged over ``format: Delta``, ``defaultSchema``.
         start: Start a database found Stopped or Paused.
+        delta_change_data_feed: ``enableDeltaChangeDataFeed`` set in the definition (created or existing database).
         credential: The identity that writes the landing zone (``landing_zone.credential``).
         partner_name, source_type, source_version: ``_partnerEvents.json``'s content, as ``run`` would write it.
     """
@@ -86,6 +105,7 @@ class InitRequest:
     default_schema: str = "dbo"
     target_properties: Mapping[str, Any] | None = None
     start: bool = False
+    delta_change_data_feed: bool = False
     credential: CredentialConfig = CredentialConfig()
     partner_name: str = "debezium-fabric-mirror"
     source_type: str = "Debezium"
@@ -103,6 +123,7 @@ class MirrorTarget:
     state: str
     created: bool
     started: bool
+    definition_updated: bool = False
 
 
 def mirroring_definition(default_schema: str, target_properties: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -141,6 +162,9 @@ def init_mirror(
     """
     item, created = ensure_mirrored_database(api, request, progress)
     item_id, name = str(item["id"]), str(item.get("displayName") or request.name or item["id"])
+    updated = False
+    if request.delta_change_data_feed and not created:
+        updated = ensure_change_data_feed(api, request.workspace_id, item_id, progress)
     state, started = ensure_running(api, request, item_id, created=created, progress=progress)
     url = landing_zone_url(request.onelake_url, request.workspace_id, item_id)
     storage = (open_landing or open_landing_zone)(url, request.credential)
@@ -149,7 +173,7 @@ def init_mirror(
         _partner_events(storage, request, url)
     finally:
         close_storage(storage)
-    return MirrorTarget(request.workspace_id, item_id, name, url, state, created, started)
+    return MirrorTarget(request.workspace_id, item_id, name, url, state, created, started, updated)
 
 
 def ensure_mirrored_database(
@@ -166,7 +190,10 @@ def ensure_mirrored_database(
         if found:
             progress(f"{step}: {request.name!r} exists ({found[0].get('id')}), reused")
             return found[0], False
-        definition = mirroring_definition(request.default_schema, request.target_properties)
+        properties = dict(request.target_properties or {})
+        if request.delta_change_data_feed:
+            properties[CHANGE_DATA_FEED] = True
+        definition = mirroring_definition(request.default_schema, properties)
         description = "Open mirroring landing zone fed by debezium-fabric-mirror"
         item = api.create_mirrored_database(request.workspace_id, request.name, definition, description)
     except FabricApiError as exc:
@@ -194,6 +221,10 @@ def ensure_running(
                 f"mirrored database {item_id} is {state}{detail}: mirroring would not read the files",
                 "start it: rerun init with --start, or Start mirroring in the Fabric portal",
             )
+        if state.lower() in _NOT_STARTABLE_YET:
+            state = wait_startable(api, request.workspace_id, item_id, state)
+        if state.lower() == "running":
+            return state, False
         if state.lower() != "starting":
             api.start_mirroring(request.workspace_id, item_id)
             progress(f"{step}: started {item_id} (was {state})")
@@ -226,6 +257,75 @@ def wait_running(api: FabricApi, workspace_id: str, item_id: str) -> str:
 _PORTAL = "open the mirrored database in the Fabric portal to see why, then rerun"
 
 
+def wait_startable(api: FabricApi, workspace_id: str, item_id: str, state: str) -> str:
+    """Poll ``getMirroringStatus`` while the database is ``Initializing`` (one progress line per wait).
+
+    Raises:
+        ChainStepFailed: The database reported an error meanwhile.
+        FabricApiError: A call failed, or the bound (``--max-wait``) was used up.
+    """
+    what = f"wait until mirrored database {item_id} can be started"
+    delay = 1.0
+    while state.lower() in _NOT_STARTABLE_YET:
+        api.pause(delay, what, state)
+        delay = min(2 * delay, START_POLL_MAX_S)
+        state, error = api.mirroring_status(workspace_id, item_id)
+        if error is not None:
+            raise ChainStepFailed(STEP_MIRRORING, f"mirrored database {item_id} is {state} with error {error}", _PORTAL)
+    return state
+
+
+def ensure_change_data_feed(api: FabricApi, workspace_id: str, item_id: str, progress: Callable[[str], None]) -> bool:
+    """Set ``enableDeltaChangeDataFeed`` in an existing database's definition; whether it was sent (not if set).
+
+    Raises:
+        ChainStepFailed: ``mirroring-definition``: the definition cannot be read or written.
+    """
+    try:
+        parts = api.get_definition(workspace_id, item_id)
+        mirroring = decode_mirroring(parts)
+        if mirroring is None:
+            raise ChainStepFailed(STEP_DEFINITION, f"{item_id}: no readable mirroring.json part", _PORTAL)
+        target = mirroring.setdefault("properties", {}).setdefault("target", {})
+        properties = target.setdefault("typeProperties", {})
+        if properties.get(CHANGE_DATA_FEED) is True:
+            progress(f"{STEP_DEFINITION}: {CHANGE_DATA_FEED} already set on {item_id}, nothing sent")
+            return False
+        properties[CHANGE_DATA_FEED] = True
+        api.update_definition(workspace_id, item_id, [mirroring_part(mirroring)])
+    except FabricApiError as exc:
+        raise explain(STEP_DEFINITION, exc, workspace_id, item_id) from None
+    progress(f"{STEP_DEFINITION}: {CHANGE_DATA_FEED} set on {item_id}")
+    return True
+
+
+def change_data_feed(api: FabricApi, workspace_id: str, item_id: str) -> bool | None:
+    """Whether the definition sets the Delta change data feed (``None``: no readable ``mirroring.json``)."""
+    mirroring = decode_mirroring(api.get_definition(workspace_id, item_id))
+    if mirroring is None:
+        return None
+    target = (mirroring.get("properties") or {}).get("target") or {}
+    return (target.get("typeProperties") or {}).get(CHANGE_DATA_FEED) is True
+
+
+def mirroring_part(mirroring: Mapping[str, Any]) -> dict[str, Any]:
+    """``mirroring.json`` as a definition part (``InlineBase64``)."""
+    payload = base64.b64encode(orjson.dumps(mirroring)).decode("ascii")
+    return {"path": "mirroring.json", "payload": payload, "payloadType": "InlineBase64"}
+
+
+def decode_mirroring(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The decoded ``mirroring.json`` part of a definition, or ``None``."""
+    for part in parts:
+        if part.get("path") == "mirroring.json" and part.get("payloadType", "InlineBase64") == "InlineBase64":
+            try:
+                decoded = orjson.loads(base64.b64decode(str(part.get("payload") or ""), validate=True))
+            except (binascii.Error, ValueError):
+                return None
+            return decoded if isinstance(decoded, dict) else None
+    return None
+
+
 def probe_landing_zone(storage: Storage, url: str) -> None:
     """Create, append, flush, rename and delete a scratch ``_`` file: every write ``run`` makes.
 
@@ -256,6 +356,13 @@ def probe_landing_zone(storage: Storage, url: str) -> None:
         ) from None
 
 
+#: Not-found codes of Microsoft's ErrorResponse, by what is missing (Fabric REST reference, "Common error codes"
+#: of each operation; ``EntityNotFound`` is also what a workspace ID that does not exist answers).
+_WORKSPACE_MISSING = frozenset({"workspacenotfound"})
+_ITEM_MISSING = frozenset({"itemnotfound", "mirroreddatabasenotfound", "artifactnotfound"})
+_OPERATION_MISSING = frozenset({"operationnotfound"})
+
+
 def explain(step: str, exc: FabricApiError, workspace_id: str, item_id: str | None) -> ChainStepFailed:
     """One line for a refused Fabric call: what the answer means and what to change."""
     code = (exc.code or "").lower()
@@ -267,15 +374,29 @@ def explain(step: str, exc: FabricApiError, workspace_id: str, item_id: str | No
         409: "choose another --name, or pass the existing item with --item-id",
     }
     fix = fixes.get(exc.status or 0)
-    if exc.status == 404 and code == "workspacenotfound":
-        fix = f"check --workspace-id: no workspace {workspace_id} is visible to this identity"
-    elif exc.status == 404:
-        fix = f"check --item-id {item_id}: no such mirrored database in workspace {workspace_id}"
+    if exc.status == 404 or code in _WORKSPACE_MISSING | _ITEM_MISSING | _OPERATION_MISSING:
+        fix = _not_found_fix(code, workspace_id, item_id)
     elif code == "waitexceeded":
         fix = "raise --max-wait, or look at the operation in the Fabric portal"
     elif exc.status is None:
         fix = "check fabric_status.api_url and the network to it"
     return ChainStepFailed(step, str(exc), fix or "see Fabric's message; rerun when fixed")
+
+
+def _not_found_fix(code: str, workspace_id: str, item_id: str | None) -> str:
+    """What to check for a not-found answer: the workspace, the item or the operation (by code, by what was asked)."""
+    workspace_fix = f"check --workspace-id: no workspace {workspace_id} is visible to this identity"
+    if code in _WORKSPACE_MISSING or (item_id is None and code not in _ITEM_MISSING | _OPERATION_MISSING):
+        return workspace_fix
+    if code in _OPERATION_MISSING:
+        return "the long-running operation is gone (operations expire): rerun init, it resumes from what exists"
+    if code in _ITEM_MISSING:
+        return f"check --item-id {item_id}: no such mirrored database in workspace {workspace_id}"
+    # EntityNotFound (or no code) with both ids asked: either may be the missing one.
+    return (
+        f"check --workspace-id and --item-id: workspace {workspace_id} or mirrored database {item_id} "
+        "is not visible to this identity"
+    )
 
 
 def fabric_api_for(settings: ConnectorSettings, *, max_wait_s: float, progress: Callable[[str], None]) -> FabricApi:

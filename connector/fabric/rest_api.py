@@ -20,11 +20,21 @@ OpenAPI source (github.com/microsoft/fabric-rest-api-specs, ``mirroredDatabase/`
     POST {api}/v1/workspaces/{ws}/mirroredDatabases/{id}/getMirroringStatus "Mirroring - Get Mirroring Status"
          200 {"status": "Initializing" | "Initialized" | "Starting" | "Running" | "Paused" | "Stopping" |
               "Stopped", "error"?: ErrorResponse}
+    POST {api}/v1/workspaces/{ws}/mirroredDatabases/{id}/getDefinition     "Items - Get Mirrored Database Definition"
+         200 {"definition": {"parts": [...]}} | 202 (long-running, its result is that body)
+    POST {api}/v1/workspaces/{ws}/mirroredDatabases/{id}/updateDefinition  "Items - Update Mirrored Database Definition"
+         body {"definition": {"parts": [...]}}; 200 | 202 (long-running, no result)
+
+Request bodies are JSON and say so (``Content-Type: application/json``: the operations consume it). A list page
+names the next one by ``continuationUri`` (and ``continuationToken``); the URI is requested as given, the token
+already URL-encoded in it (learn.microsoft.com/rest/api/fabric/articles/pagination: ``"continuationToken":
+"ABCsMTAwMDAwLDA%3D"`` beside ``...?continuationToken=ABCsMTAwMDAwLDA%3D``), so it is never encoded twice.
 
 A long-running operation answers ``202`` with ``Location`` (the "Get Operation State" URL,
 ``{api}/v1/operations/{operationId}``), ``x-ms-operation-id`` and ``Retry-After`` (seconds between polls).
 The state is ``{"status": "NotStarted" | "Running" | "Succeeded" | "Failed" | "Undefined",
-"percentComplete"?, "error"?: ErrorResponse}``; once ``Succeeded`` its ``Location`` names
+"percentComplete"?, "error"?: ErrorResponse}``, decided by ``status`` first (a ``Failed`` state need not carry a
+``Location``, and its ``error`` is the message to show); once ``Succeeded`` its ``Location`` names
 ``{api}/v1/operations/{operationId}/result`` ("Get Operation Result"), the created item. Any call may answer
 ``429`` with ``Retry-After`` (throttling). Every non-2xx body is an ``ErrorResponse``
 (``{"errorCode", "message", "requestId"?, "moreDetails"?}``).
@@ -118,22 +128,28 @@ class FabricApi:
     # -- the mirrored-database calls -------------------------------------------------------------------
 
     def list_mirrored_databases(self, workspace_id: str) -> list[dict[str, Any]]:
-        """Every mirrored database of the workspace (all pages)."""
-        url = f"{self._workspace(workspace_id)}/mirroredDatabases"
+        """Every mirrored database of the workspace: each page's ``continuationUri`` requested as given."""
+        url: str | None = f"{self._workspace(workspace_id)}/mirroredDatabases"
         what = f"list the mirrored databases of workspace {workspace_id}"
         items: list[dict[str, Any]] = []
-        params: dict[str, str] | None = None
         seen: set[str] = set()
-        while True:
-            body = self.result(self.call("GET", url, what, params=params), what)
+        while url is not None and url not in seen:
+            seen.add(url)
+            body = self.result(self.call("GET", url, what), what)
             value = body.get("value")
             if isinstance(value, list):
                 items.extend(v for v in value if isinstance(v, dict))
-            token = body.get("continuationToken")
-            if not token or str(token) in seen:
-                return items
-            seen.add(str(token))
-            params = {"continuationToken": str(token)}
+            url = self._next_page(url, body)
+        return items
+
+    def _next_page(self, url: str, body: Mapping[str, Any]) -> str | None:
+        """The next page: ``continuationUri`` as given; only without one, the token (already URL-encoded) appended."""
+        uri, token = body.get("continuationUri"), body.get("continuationToken")
+        if isinstance(uri, str) and uri:
+            return urljoin(self.api_url + "/", uri)
+        if isinstance(token, str) and token:
+            return f"{url.split('?', 1)[0]}?continuationToken={token}"
+        return None
 
     def get_mirrored_database(self, workspace_id: str, item_id: str) -> dict[str, Any]:
         """The item's properties (``Items - Get Mirrored Database``)."""
@@ -153,6 +169,21 @@ class FabricApi:
         what = f"create mirrored database {name!r} in workspace {workspace_id}"
         url = f"{self._workspace(workspace_id)}/mirroredDatabases"
         return self.result(self.call("POST", url, what, body=body), what)
+
+    def get_definition(self, workspace_id: str, item_id: str) -> list[dict[str, Any]]:
+        """The definition's parts (``Items - Get Mirrored Database Definition``; a 202 is followed to its result)."""
+        what = f"read the definition of mirrored database {item_id}"
+        body = self.result(self.call("POST", f"{self._item(workspace_id, item_id)}/getDefinition", what), what)
+        parts = (body.get("definition") or {}).get("parts") if isinstance(body.get("definition"), dict) else None
+        if not isinstance(parts, list):
+            raise FabricApiError(what, 200, "NoDefinition", "the answer has no definition.parts")
+        return [p for p in parts if isinstance(p, dict)]
+
+    def update_definition(self, workspace_id: str, item_id: str, parts: list[dict[str, Any]]) -> None:
+        """``Items - Update Mirrored Database Definition`` with ``parts`` (a 202 is followed to its end)."""
+        what = f"update the definition of mirrored database {item_id}"
+        url = f"{self._item(workspace_id, item_id)}/updateDefinition"
+        self.result(self.call("POST", url, what, body={"definition": {"parts": parts}}), what)
 
     def start_mirroring(self, workspace_id: str, item_id: str) -> None:
         """``Mirroring - Start Mirroring`` (a 202 is followed to its end)."""
@@ -185,6 +216,8 @@ class FabricApi:
         """
         while True:
             headers = {"Authorization": f"Bearer {self._bearer(what)}", "Accept": "application/json"}
+            if body is not None:
+                headers["Content-Type"] = "application/json"
             try:
                 response = self._client.request(
                     method, url, headers=headers, params=params, content=None if body is None else orjson.dumps(body)
@@ -211,27 +244,33 @@ class FabricApi:
         return _json_object(response, what)
 
     def _follow(self, accepted: httpx.Response, what: str) -> dict[str, Any]:
-        """Poll ``Location`` as ``Retry-After`` says until the operation ends; then read its result, if any."""
+        """Poll the operation as ``Retry-After`` says until its ``status`` ends it; then read its result, if any."""
         response = accepted
         while True:
-            location = response.headers.get("Location")
-            if not location:
-                # A 202 without Location (startMirroring may do this): accepted, nothing to follow.
-                return {}
             state = _json_object(response, what) if response.status_code == 200 else {}
             status = str(state.get("status", "")).lower()
+            location = response.headers.get("Location")
             if status in _DONE:
                 if status != "succeeded":
                     error = state.get("error")
                     error = error if isinstance(error, dict) else {}
                     code = str(error.get("errorCode") or f"Operation{status.title()}")
                     raise FabricApiError(what, 200, code, _first_line(str(error.get("message") or "")))
-                return self._operation_result(location, what)
+                return self._operation_result(location, what) if location else {}
+            poll = location or self._operation_url(response)
+            if not poll:
+                # A 202 naming no operation (startMirroring may do this): accepted, nothing to follow.
+                return {}
             percent = state.get("percentComplete")
             self._wait(response, what, f"{state.get('status') or 'accepted'}" + (f" {percent}%" if percent else ""))
-            response = self.call("GET", urljoin(self.api_url + "/", location), what)
+            response = self.call("GET", urljoin(self.api_url + "/", poll), what)
             if response.status_code not in (200, 202):
                 raise refusal(what, response)
+
+    def _operation_url(self, response: httpx.Response) -> str | None:
+        """``Get Operation State`` of ``x-ms-operation-id`` when a running state names no ``Location``."""
+        operation = response.headers.get("x-ms-operation-id")
+        return f"{self.api_url}/v1/operations/{quote(operation, safe='')}" if operation else None
 
     def _operation_result(self, location: str, what: str) -> dict[str, Any]:
         """``Get Operation Result`` when the finished state names it; some operations have no result."""

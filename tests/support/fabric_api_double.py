@@ -22,6 +22,24 @@ REST reference and its OpenAPI source (github.com/microsoft/fabric-rest-api-spec
   workspace role (``roles``) decides: ``None`` refuses everything, ``Viewer`` may read but not create or
   start (403 ``InsufficientPrivileges``), Contributor, Member and Admin may do all.
 
+Where it follows Microsoft's reference rather than this project's habits (each cited beside the code too):
+
+* a created item reports ``Initializing`` for ``initializing_reads`` status reads, then ``Initialized``, and
+  ``startMirroring`` before that is refused (400): "Mirroring can't be started while the status is Initializing"
+  (https://learn.microsoft.com/fabric/mirroring/mirrored-database-rest-api, Start mirroring);
+* a request with a JSON body must say ``Content-Type: application/json`` (415 otherwise): the operations consume
+  ``application/json`` (https://learn.microsoft.com/rest/api/fabric/mirroreddatabase/items/create-mirrored-database);
+* ``lro_error`` makes the operation end ``Failed`` with that error and no ``Location``
+  (https://learn.microsoft.com/rest/api/fabric/core/long-running-operations/get-operation-state);
+* ``missing_workspace_code`` is the code of an unknown workspace: ``WorkspaceNotFound``, or ``EntityNotFound``
+  ("the workspace ID doesn't exist", https://learn.microsoft.com/rest/api/fabric/articles/using-fabric-apis);
+* list pages carry an already URL-encoded ``continuationToken`` (``...%3D``) and the ``continuationUri`` holding it
+  (https://learn.microsoft.com/rest/api/fabric/articles/pagination); a token encoded twice is 400;
+* ``POST .../getDefinition`` and ``.../updateDefinition`` answer and replace the base64 ``mirroring.json`` part
+  (https://learn.microsoft.com/rest/api/fabric/mirroreddatabase/items/get-mirrored-database-definition,
+  .../update-mirrored-database-definition, and
+  https://learn.microsoft.com/rest/api/fabric/articles/item-management/definitions/mirrored-database-definition).
+
 Every error body is an ``ErrorResponse`` (``{"errorCode", "message", "requestId"}``). The test controls the
 answers: ``set_table`` / ``remove_table``, ``database_status`` (of the default item), ``unavailable_status``
 (every call answers that status; 429 with ``Retry-After: 7``), ``throttle_next`` (the next N calls answer 429
@@ -41,7 +59,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from tests.support.served_http import ServedHttp
 
@@ -61,6 +79,8 @@ class SeenRequest:
     continuation_token: str | None
     authorization: str | None
     body: dict[str, Any] | None = None
+    content_type: str | None = None
+    query: str = ""
 
 
 @dataclass
@@ -73,13 +93,15 @@ class MirroredItem:
     mirroring: dict[str, Any] = field(default_factory=dict)
     status: str = "Initialized"
     starting_reads_left: int = 0
+    initializing_reads_left: int = 0
 
 
 @dataclass
 class _Operation:
     workspace_id: str
-    item_id: str
+    item_id: str | None
     polls_left: int
+    result: dict[str, Any] | None = None
 
 
 class FabricApiDouble:
@@ -111,6 +133,9 @@ class FabricApiDouble:
         self.retry_after = "1"
         self.throttle_next = 0
         self.starting_reads = 0
+        self.initializing_reads = 1
+        self.lro_error: tuple[str, str] | None = None
+        self.missing_workspace_code = "WorkspaceNotFound"
         self.on_created: Callable[[str, str], None] | None = None
         self.requests: list[SeenRequest] = []
         self.roles: dict[str, str | None] = {workspace_id: role}
@@ -272,9 +297,16 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        double.requests.append(SeenRequest(method, parts.path, continuation, authorization, body))
+        content_type = self.headers.get("Content-Type")
+        double.requests.append(
+            SeenRequest(method, parts.path, continuation, authorization, body, content_type, parts.query)
+        )
         try:
             self._gate(authorization)
+            if raw and (content_type or "").split(";")[0].strip().lower() != "application/json":
+                # The operations consume application/json (e.g. Items - Create Mirrored Database, its OpenAPI
+                # "consumes"): https://learn.microsoft.com/rest/api/fabric/mirroreddatabase/items/create-mirrored-database
+                raise _Reply(415, _error("UnsupportedMediaType", "Content-Type must be application/json"))
             self._route(method, parts.path, continuation, body if isinstance(body, dict) else None)
         except _Reply as reply:
             self._reply(reply.status, reply.body, reply.headers)
@@ -320,10 +352,16 @@ class _Handler(BaseHTTPRequestHandler):
         if self.double.malformed:
             self._send(200, b"<html>proxy error</html>", "text/html")
             return
-        self._item_operation(method, workspace, item, operation, continuation)
+        self._item_operation(method, workspace, item, operation, continuation, body)
 
     def _item_operation(
-        self, method: str, workspace: str, item: MirroredItem, operation: str | None, continuation: str | None
+        self,
+        method: str,
+        workspace: str,
+        item: MirroredItem,
+        operation: str | None,
+        continuation: str | None,
+        body: dict[str, Any] | None,
     ) -> None:
         double = self.double
         if operation is None and method == "GET":
@@ -331,14 +369,24 @@ class _Handler(BaseHTTPRequestHandler):
         elif operation == "getMirroringStatus" and method == "POST":
             with double._lock:
                 status = item.status
-                if item.status == "Starting":
+                if item.status == "Initializing":
+                    item.initializing_reads_left -= 1
+                    if item.initializing_reads_left <= 0:
+                        item.status = "Initialized"
+                elif item.status == "Starting":
                     item.starting_reads_left -= 1
                     if item.starting_reads_left <= 0:
                         item.status = "Running"
             self._reply(200, {"status": status})
         elif operation == "getTablesMirroringStatus" and method == "POST":
             self._tables_page(continuation)
+        elif operation in ("getDefinition", "updateDefinition") and method == "POST":
+            self._definition(workspace, item, operation, body)
         elif operation == "startMirroring" and method == "POST":
+            if item.status == "Initializing":
+                # "Mirroring can't be started while the status is Initializing" (Start mirroring):
+                # https://learn.microsoft.com/fabric/mirroring/mirrored-database-rest-api
+                raise _Reply(400, _error("MirroringNotStartable", "The mirrored database is still Initializing"))
             with double._lock:
                 if item.status != "Running":
                     item.status = "Starting" if double.starting_reads else "Running"
@@ -351,9 +399,31 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._reply(404, _error("UnknownOperation", f"no operation {method} {operation}"))
 
+    def _definition(self, workspace: str, item: MirroredItem, operation: str, body: dict[str, Any] | None) -> None:
+        """Get / Update Mirrored Database Definition: the ``mirroring.json`` part, base64 (``InlineBase64``).
+
+        https://learn.microsoft.com/rest/api/fabric/mirroreddatabase/items/get-mirrored-database-definition
+        https://learn.microsoft.com/rest/api/fabric/mirroreddatabase/items/update-mirrored-database-definition
+        """
+        self._require_writer(self._role(workspace), workspace)  # both need read and write permissions
+        if operation == "getDefinition":
+            payload = base64.b64encode(json.dumps(item.mirroring).encode()).decode("ascii")
+            part = {"path": "mirroring.json", "payload": payload, "payloadType": "InlineBase64"}
+            self._reply(200, {"definition": {"parts": [part]}})
+            return
+        mirroring = _mirroring_part(body)
+        if mirroring is None:
+            raise _Reply(400, _error("CorruptedPayload", "The provided payload is corrupted"))
+        with self.double._lock:
+            item.mirroring = mirroring
+        self._reply(200, {})
+
     def _role(self, workspace: str) -> str | None:
         if workspace not in self.double.roles:
-            raise _Reply(404, _error("WorkspaceNotFound", "The requested workspace was not found"))
+            # "EntityNotFound: the workspace ID doesn't exist" or WorkspaceNotFound, as the test chooses:
+            # https://learn.microsoft.com/rest/api/fabric/articles/using-fabric-apis
+            code = self.double.missing_workspace_code
+            raise _Reply(404, _error(code, "The requested workspace was not found"))
         role = self.double.roles[workspace]
         if role is None:
             raise _Reply(
@@ -381,14 +451,24 @@ class _Handler(BaseHTTPRequestHandler):
         return item
 
     def _list(self, workspace: str, continuation: str | None) -> None:
+        """Pages as https://learn.microsoft.com/rest/api/fabric/articles/pagination shows them: the token is
+        already URL-encoded (``...%3D``) and ``continuationUri`` carries it; a token encoded twice is refused."""
         double = self.double
         with double._lock:
             items = [double.item_body(ws, i) for (ws, _), i in sorted(double.items.items()) if ws == workspace]
-        start = int(continuation) if continuation and continuation.isdigit() else 0
+        start = 0
+        if continuation is not None:
+            try:
+                start = int(base64.b64decode(continuation, validate=True).decode())
+            except (binascii.Error, ValueError):
+                raise _Reply(400, _error("InvalidContinuationToken", "The continuation token is not valid")) from None
         end = start + double.item_page_size
         page: dict[str, Any] = {"value": items[start:end]}
         if end < len(items):
-            page["continuationToken"] = str(end)
+            token = quote(base64.b64encode(f"{end:04d}".encode()).decode("ascii"), safe="")  # "MDAwMQ%3D%3D"
+            page["continuationToken"] = token
+            url = f"{double.api_url}/v1/workspaces/{workspace}/mirroredDatabases"
+            page["continuationUri"] = f"{url}?continuationToken={token}"
         self._reply(200, page)
 
     def _create(self, workspace: str, body: dict[str, Any] | None) -> None:
@@ -400,7 +480,10 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Reply(400, _error("InvalidDefinition", "displayName and a mirroring.json part are required"))
         if double.item_named(name, workspace) is not None:
             raise _Reply(409, _error("ItemDisplayNameAlreadyInUse", "Requested 'displayName' is already in use"))
+        # A created database is Initializing first (Get Mirroring Status, mirrored-database-rest-api).
         item = MirroredItem(str(uuid.uuid4()), name, str(body.get("description") or ""), mirroring)
+        if double.initializing_reads > 0:
+            item.status, item.initializing_reads_left = "Initializing", double.initializing_reads
         with double._lock:
             double.items[(workspace, item.id)] = item
         if double.on_created is not None:
@@ -431,6 +514,12 @@ class _Handler(BaseHTTPRequestHandler):
         if running:
             state = {"status": "Running", "percentComplete": 50}
             self._reply(200, state, self._operation_headers(operation_id))
+            return
+        if double.lro_error is not None:
+            # A Failed state carries its error and no Location (Get Operation State, OperationState.error):
+            # https://learn.microsoft.com/rest/api/fabric/core/long-running-operations/get-operation-state
+            error = {"errorCode": double.lro_error[0], "message": double.lro_error[1]}
+            self._reply(200, {"status": "Failed", "percentComplete": 100, "error": error})
             return
         headers = {
             "Location": f"{double.api_url}/v1/operations/{operation_id}/result",
