@@ -26,6 +26,8 @@ REQUIRED_CI_FILES = {
 }
 SENSITIVE_ENV = re.compile(r"PASSWORD|SECRET|TOKEN|JAAS|CREDENTIAL|PRIVATE", re.IGNORECASE)
 CONFIG_PATH = "/etc/connector/config/config.yaml"
+#: Create mode (init.name): the config the init container writes for run, in an emptyDir.
+INIT_CONFIG_PATH = "/etc/connector/init/config.yaml"
 ci = pytest.mark.parametrize("values", CI_VALUES, ids=[p.name for p in CI_VALUES])
 
 
@@ -140,7 +142,8 @@ def test_probes_on_the_metrics_port(render: Render, values: Path) -> None:
     assert named["metrics"] == port
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-    assert container["args"] == ["run", "--config", CONFIG_PATH]
+    creates = bool(yaml.safe_load(values.read_text()).get("init", {}).get("name"))
+    assert container["args"] == ["run", "--config", INIT_CONFIG_PATH if creates else CONFIG_PATH]
 
 
 @ci
@@ -574,6 +577,7 @@ def test_config_change_rolls_the_pod(render: Render) -> None:
     assert checksum() != checksum("trigger=30s")
 
 
+GUID = "8f3c2a51-0b7e-4f55-9d2a-1c8e6f0b9a01"
 BAD_VALUES = {
     "replicas": (["replicas=2"], "replicas"),
     "trigger not a string": (["trigger=10"], "trigger"),
@@ -597,6 +601,15 @@ BAD_VALUES = {
     "fabric rest without ids": (["fabricStatus.kind=rest"], "workspaceId"),
     "fabric api over plain http": (["fabricStatus.apiUrl=http://fabric.example.com"], "apiUrl"),
     "kafka connect url not http": (["debezium.connectUrl=connect:8083"], "connectUrl"),
+    "init create mode with a landing zone given (it is derived from the created item)": (
+        ["init.enabled=true", "init.name=m", "fabricStatus.kind=rest", f"fabricStatus.workspaceId={GUID}"],
+        "landingZone",
+    ),
+    "init create mode without the workspace": (
+        ["init.enabled=true", "init.name=m", "landingZone.url=", "fabricStatus.kind=rest"],
+        "workspaceId",
+    ),
+    "init name with init off": (["init.name=m", "landingZone.url="], "enabled"),
 }
 
 
@@ -624,3 +637,24 @@ def test_rendered_config_passes_check_config(render: Render, values: Path, tmp_p
     config.write_text(one(render(values), "ConfigMap")["data"]["config.yaml"])
     result = run([sys.executable, "-m", "connector", "check-config", str(config)], cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_init_create_mode_hands_run_the_config_it_writes(render: Render) -> None:
+    """init.name: the init container finds or creates the database and writes run's config into an emptyDir."""
+    objects = render(ci_file("init-create-values.yaml"))
+    spec = one(objects, "StatefulSet")["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    args = init["args"]
+    assert args[args.index("--name") + 1] == "Sales mirror"
+    assert args[args.index("--write-config") + 1] == INIT_CONFIG_PATH
+    assert args[args.index("--config") + 1] == CONFIG_PATH
+    assert "--delta-change-data-feed" in args
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert "emptyDir" in volumes["init-config"]
+    written = next(m for m in init["volumeMounts"] if m["name"] == "init-config")
+    read = next(m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "init-config")
+    assert INIT_CONFIG_PATH == written["mountPath"] + "/config.yaml" == read["mountPath"] + "/config.yaml"
+    assert read["readOnly"] is True and not written.get("readOnly", False)
+    config = connector_config(objects)
+    assert "url" not in config["landing_zone"]  # derived from the created item by init
+    assert "mirrored_database_id" not in config["fabric_status"]

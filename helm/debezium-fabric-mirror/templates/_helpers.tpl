@@ -60,6 +60,12 @@ app.kubernetes.io/component: driver
 {{- define "dfm.kafkaCaDir" -}}/etc/connector/secrets/kafka-ca{{- end -}}
 {{- define "dfm.kafkaKeystoreDir" -}}/etc/connector/secrets/kafka-keystore{{- end -}}
 {{- define "dfm.dataDir" -}}/data{{- end -}}
+{{- /* Create mode (init.name): the init container writes the config `run` reads here (an emptyDir). */ -}}
+{{- define "dfm.initConfigDir" -}}/etc/connector/init{{- end -}}
+{{- define "dfm.creates" -}}{{- if and .Values.init.enabled .Values.init.name -}}true{{- end -}}{{- end -}}
+{{- define "dfm.runConfig" -}}
+{{- if include "dfm.creates" . -}}{{ include "dfm.initConfigDir" . }}/config.yaml{{- else -}}{{ include "dfm.configDir" . }}/config.yaml{{- end -}}
+{{- end -}}
 {{- define "dfm.sparkAuthDir" -}}/etc/connector/secrets/spark-auth{{- end -}}
 {{- /* Executors' working directory: Spark copies every spark.jars entry into it, so it must be writable. */ -}}
 {{- define "dfm.executorWorkDir" -}}/opt/connector/work{{- end -}}
@@ -310,9 +316,11 @@ reference that the kubelet expands, never the password itself.
 {{- $_ := set $conf $key (include "dfm.scalarString" $value) -}}
 {{- end }}
 {{- $m := .Values.mirror -}}
+{{- $landing := dict "credential" (include "dfm.credential" .) -}}
+{{- with .Values.landingZone.url }}{{- $_ := set $landing "url" . -}}{{- end }}
 {{- $config := dict
   "source" $source
-  "landing_zone" (dict "url" .Values.landingZone.url "credential" (include "dfm.credential" .))
+  "landing_zone" $landing
   "checkpoint" $checkpoint
   "trigger" .Values.trigger
   "metrics" (dict "port" (int64 .Values.metrics.port))
@@ -324,7 +332,7 @@ reference that the kubelet expands, never the password itself.
 {{- $fabric := dict "kind" $fs.kind "credential" (include "dfm.credential" .) "poll_s" $fs.pollSeconds -}}
 {{- if eq $fs.kind "rest" }}
 {{- $_ := set $fabric "workspace_id" $fs.workspaceId -}}
-{{- $_ := set $fabric "mirrored_database_id" $fs.mirroredDatabaseId -}}
+{{- with $fs.mirroredDatabaseId }}{{- $_ := set $fabric "mirrored_database_id" . -}}{{- end }}
 {{- $_ := set $fabric "api_url" $fs.apiUrl -}}
 {{- if $fs.bearerTokenSecret.name }}
 {{- $_ := set $fabric "bearer_token" "${env:FABRIC_STATUS_BEARER_TOKEN}" -}}
