@@ -11,52 +11,26 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING
 
-from connector.commands.flags import settings_overrides
+from connector.commands.flags import FLAGS, add_flags, given, settings_overrides
 from connector.errors import ConnectorError
-from connector.storage import CredentialKind
 
 if TYPE_CHECKING:
     from connector.storage.location import StorageLocation
 
 
-def _env_help(text: str, env: str) -> str:
-    return f"{text} (env: {env})"
-
-
 def _add_mirror_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="YAML config file (schemas/connector-config.schema.json)")
-    parser.add_argument(
-        "--decimal-columns",
-        action="append",
-        metavar="SCHEMA.TABLE.COLUMN=P,S",
-        help="write a column as decimal(P,S), P <= 38 (a decimal sent as a string, a numeric without precision, "
-        "a decimal over 38 digits); repeatable "
-        "(env: CONNECTOR_MIRROR__DECIMAL_COLUMNS as JSON)",
-    )
-    parser.add_argument(
-        "--replay-safe-inserts",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help=_env_help(
-            "write creates/snapshot reads as upserts (4), the default; --no-replay-safe-inserts writes inserts (0)",
-            "CONNECTOR_MIRROR__REPLAY_SAFE_INSERTS",
-        ),
-    )
-    parser.add_argument(
-        "--initial-load",
-        choices=("marker-free", "upsert"),
-        default=None,
-        help=_env_help(
-            "a table's initial-snapshot files: without __rowMarker__ (marker-free, the default: Fabric's fast "
-            "path) or with it as upserts (upsert)",
-            "CONNECTOR_MIRROR__INITIAL_LOAD",
-        ),
-    )
+    add_flags(parser, "--decimal-columns", "--replay-safe-inserts", "--initial-load")
 
 
-_LANDING_ZONE_HELP = "folder or OneLake URL (default: the config's landing_zone.url, env CONNECTOR_LANDING_ZONE__URL)"
+_LANDING_ZONE_HELP = (
+    f"folder or OneLake URL (default: the config's landing_zone.url, env {FLAGS['--landing-zone'].env})"
+)
+_CHECKPOINT_HELP = (
+    f"the connector's checkpoint folder (default: the config's checkpoint, env {FLAGS['--checkpoint'].env})"
+)
 
 
 def _add_landing_zone_flags(parser: argparse.ArgumentParser) -> None:
@@ -64,13 +38,7 @@ def _add_landing_zone_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", help="the connector's YAML config: its landing zone and identity when not given here"
     )
-    parser.add_argument(
-        "--credential",
-        choices=get_args(CredentialKind),
-        help=_env_help(
-            "Azure identity for a OneLake landing zone (default: the config's)", "CONNECTOR_LANDING_ZONE__CREDENTIAL"
-        ),
-    )
+    add_flags(parser, "--credential")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,27 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser("run", help="the streaming service (Spark Structured Streaming)")
     _add_mirror_flags(run)
-    run.add_argument(
-        "--bootstrap-servers", help=_env_help("Kafka bootstrap servers", "CONNECTOR_SOURCE__BOOTSTRAP_SERVERS")
-    )
-    run.add_argument("--topics", help=_env_help("topic regex (subscribePattern)", "CONNECTOR_SOURCE__TOPICS"))
-    run.add_argument(
+    add_flags(
+        run,
+        "--bootstrap-servers",
+        "--topics",
         "--source-path",
-        help=_env_help("folder of kcat -J dumps: the embedded default source, no Kafka", "CONNECTOR_SOURCE__PATH"),
-    )
-    run.add_argument("--landing-zone", help=_env_help("folder or OneLake URL", "CONNECTOR_LANDING_ZONE__URL"))
-    run.add_argument("--checkpoint", help=_env_help("checkpoint + ledger folder", "CONNECTOR_CHECKPOINT"))
-    run.add_argument("--trigger", help=_env_help("'available-now' or an interval like 10s", "CONNECTOR_TRIGGER"))
-    run.add_argument(
+        "--landing-zone",
+        "--checkpoint",
+        "--trigger",
         "--max-offsets-per-trigger",
-        type=int,
-        help=_env_help("records per micro-batch at most", "CONNECTOR_SOURCE__MAX_OFFSETS_PER_TRIGGER"),
+        "--starting-offsets",
+        "--metrics-port",
+        "--spark-master",
     )
-    run.add_argument(
-        "--starting-offsets", help=_env_help("earliest (default) or latest", "CONNECTOR_SOURCE__STARTING_OFFSETS")
-    )
-    run.add_argument("--metrics-port", type=int, help=_env_help("Prometheus port, 0 = off", "CONNECTOR_METRICS__PORT"))
-    run.add_argument("--spark-master", help=_env_help("Spark master", "CONNECTOR_SPARK__MASTER"))
     run.add_argument(
         "--resume-from-ledger",
         action="store_true",
@@ -129,26 +89,7 @@ def _add_init(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="create the open-mirrored database if missing, start it, prove the landing zone, print the settings",
     )
     ini.add_argument("--config", help="YAML config: fabric_status (API URL, identity), landing_zone.credential, source")
-    ini.add_argument(
-        "--workspace-id", help=_env_help("the Fabric workspace (GUID)", "CONNECTOR_FABRIC_STATUS__WORKSPACE_ID")
-    )
-    ini.add_argument("--name", help=_env_help("display name: found, or created", "CONNECTOR_INIT_NAME"))
-    ini.add_argument(
-        "--item-id",
-        help=_env_help("an existing mirrored database's id", "CONNECTOR_FABRIC_STATUS__MIRRORED_DATABASE_ID"),
-    )
-    ini.add_argument("--api-url", help=_env_help("Fabric REST API base URL", "CONNECTOR_FABRIC_STATUS__API_URL"))
-    ini.add_argument(
-        "--onelake-url",
-        help=_env_help(
-            "OneLake DFS endpoint (default https://onelake.dfs.fabric.microsoft.com)", "CONNECTOR_INIT_ONELAKE_URL"
-        ),
-    )
-    ini.add_argument(
-        "--credential",
-        choices=get_args(CredentialKind),
-        help=_env_help("Azure identity for the landing zone", "CONNECTOR_LANDING_ZONE__CREDENTIAL"),
-    )
+    add_flags(ini, "--workspace-id", "--name", "--item-id", "--api-url", "--onelake-url", "--credential")
     ini.add_argument("--default-schema", help="defaultSchema of a created database (default dbo)")
     ini.add_argument(
         "--target-property",
@@ -167,25 +108,16 @@ def _add_init(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="set enableDeltaChangeDataFeed in the definition (a created database, or an existing one)",
     )
-    ini.add_argument(
-        "--max-wait",
-        type=float,
-        metavar="SECONDS",
-        help=_env_help("bound of all waits for Fabric (default 600)", "CONNECTOR_INIT_MAX_WAIT_S"),
-    )
-    ini.add_argument(
-        "--write-config",
-        metavar="FILE",
-        help=_env_help("write landing_zone.url and fabric_status into this YAML", "CONNECTOR_INIT_WRITE_CONFIG"),
-    )
+    add_flags(ini, "--max-wait", "--write-config")
 
 
 def _add_convert(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     conv = sub.add_parser("convert", help="kcat -J dumps → landing zone (offline twin of run)")
     _add_mirror_flags(conv)
     conv.add_argument("--input", action="append", required=True, help="kcat -J file or folder; repeatable")
-    conv.add_argument("--landing-zone", required=True)
-    conv.add_argument("--checkpoint", help="ledger folder; re-running with it publishes nothing twice")
+    # Required, and a ledger folder of convert's own: the environment stands in for neither.
+    FLAGS["--landing-zone"].add_to(conv, help="folder or OneLake URL", required=True)
+    FLAGS["--checkpoint"].add_to(conv, help="ledger folder; re-running with it publishes nothing twice")
     conv.add_argument("--batch-size", type=int, default=100_000)
 
 
@@ -212,7 +144,7 @@ def _add_landing_zone_readers(sub: argparse._SubParsersAction[argparse.ArgumentP
     ver.add_argument(
         "--source", required=True, help="postgresql://, mysql:// or mariadb://USER[:PASSWORD]@HOST:PORT/DB"
     )
-    ver.add_argument("--landing-zone", help=_LANDING_ZONE_HELP)
+    FLAGS["--landing-zone"].add_to(ver, help=_LANDING_ZONE_HELP)
     ver.add_argument(
         "--tables",
         help="comma-separated schema.table list, judged alone; default: every table of the mirrored schemas "
@@ -248,7 +180,7 @@ def _add_checks(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def _add_table_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``tables`` and ``rebuild``: they talk to a running connector through its checkpoint."""
     tab = sub.add_parser("tables", help="one line per mirrored table: state, files, rows, last batch, Fabric's state")
-    tab.add_argument("--checkpoint", help="the connector's checkpoint folder (default: the config's checkpoint)")
+    FLAGS["--checkpoint"].add_to(tab, help=_CHECKPOINT_HELP)
     tab.add_argument("--config", help="YAML config (checkpoint, fabric_status)")
     tab.add_argument("--json", action="store_true", help="one JSON object per line")
 
@@ -258,7 +190,7 @@ def _add_table_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "Debezium re-snapshot it (incremental snapshot)",
     )
     reb.add_argument("table", help="schema.table, as `tables` names it")
-    reb.add_argument("--checkpoint", help="the connector's checkpoint folder (default: the config's checkpoint)")
+    FLAGS["--checkpoint"].add_to(reb, help=_CHECKPOINT_HELP)
     reb.add_argument("--config", help="YAML config (checkpoint)")
     reb.add_argument(
         "--wait", type=float, default=0.0, metavar="SECONDS", help="wait until the snapshot is requested (else exit 1)"
@@ -361,17 +293,16 @@ def _init(args: argparse.Namespace) -> int:
     from connector.commands.init import init_command, parse_target_properties
     from connector.config import load_settings
 
-    env = os.environ.get
     options = {
-        "name": args.name or env("CONNECTOR_INIT_NAME"),
-        "onelake_url": args.onelake_url or env("CONNECTOR_INIT_ONELAKE_URL"),
+        "name": given(args, "--name"),
+        "onelake_url": given(args, "--onelake-url"),
         "default_schema": args.default_schema,
         "target_properties": parse_target_properties(args.target_property),
         "start": args.start,
         "delta_change_data_feed": args.delta_change_data_feed,
         "config": args.config,
-        "max_wait_s": args.max_wait or float(env("CONNECTOR_INIT_MAX_WAIT_S") or 600),
-        "write_config": args.write_config or env("CONNECTOR_INIT_WRITE_CONFIG"),
+        "max_wait_s": float(given(args, "--max-wait") or 600),
+        "write_config": given(args, "--write-config"),
     }
     return init_command(load_settings(args.config, **settings_overrides(args)), options)
 
