@@ -14,6 +14,7 @@ rendered config points there, with the local API server's address, a local Kafka
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -33,6 +34,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.deploy.kube_api import ApiError, KubeApi, helm_objects, kube_apiserver_sh
 from tests.deploy.tooling import CHART, CI_VALUES, REPO, find_tool, run
+from tests.support.dfs_server import DfsTestServer, make_onelake_storage, managed_identity_environment
+from tests.support.fabric_api_double import TOKEN, FabricApiDouble
 
 START_TIMEOUT_S = 180
 KAFKA_SH = REPO / "deploy" / "local" / "kafka.sh"
@@ -390,3 +393,105 @@ def test_role_missing_a_verb_stops_the_executors(kube: KubeApi, kafka_bootstrap:
         driver.stop()
     assert 'pods is forbidden: User "system:serviceaccount:spark-no-create:' in output, output[-4000:]
     assert executor_pods(kube, namespace) == []
+
+
+# ---- the init container creates the database (init.name): an empty workspace to a running mirror ----------------
+
+INIT_CREATE_VALUES = CHART / "ci" / "init-create-values.yaml"
+
+
+def container_env(kube: KubeApi, namespace: str, container: dict[str, Any]) -> dict[str, str]:
+    """The container's env as the kubelet would resolve it (values, and secretKeyRefs read from the API)."""
+    env: dict[str, str] = {}
+    for entry in container.get("env", []):
+        if "value" in entry:
+            env[entry["name"]] = entry["value"]
+        elif "secretKeyRef" in entry.get("valueFrom", {}):
+            ref = entry["valueFrom"]["secretKeyRef"]
+            data = kube.get(f"/api/v1/namespaces/{namespace}/secrets/{ref['name']}")["data"]
+            env[entry["name"]] = base64.b64decode(data[ref["key"]]).decode()
+    return env
+
+
+def test_init_container_creates_starts_and_proves_a_database_from_an_empty_workspace(
+    kube: KubeApi, kafka_bootstrap: str, dfs_server: DfsTestServer, tmp_path: Path
+) -> None:
+    """``helm install`` with init.name, then the init container run as the kubelet would run it (no kubelet here):
+    against the Fabric API double (an empty workspace) and the OneLake DFS double, it creates the database, waits
+    until it can be started, starts it, proves the landing zone and writes the config the connector container reads.
+    """
+    namespace = "init-create"
+    kube.create_namespace(namespace)
+    kube.create_secret(namespace, "fabric-token", {"token": TOKEN})
+    workspace = yaml.safe_load(INIT_CREATE_VALUES.read_text())["fabricStatus"]["workspaceId"]
+    with FabricApiDouble(workspace_id=workspace, with_item=False) as fabric:
+        fabric.initializing_reads = 2
+        fabric.lro_polls = 1
+
+        def provision(ws: str, item: str) -> None:  # Fabric makes the item's Files/LandingZone
+            with make_onelake_storage(dfs_server, f"{item}/Files/LandingZone", filesystem=ws) as storage:
+                storage.check(create_root=True, probe_write=False)
+
+        fabric.on_created = provision
+        install(
+            kube,
+            namespace,
+            INIT_CREATE_VALUES,
+            "kafka.security.protocol=PLAINTEXT",
+            "identity.type=managedIdentity",
+            "fabricStatus.bearerTokenSecret.name=fabric-token",
+            f"init.onelakeUrl={dfs_server.url}",
+        )
+        result, written = run_init_container(kube, namespace, fabric, kafka_bootstrap, dfs_server, tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        [item] = fabric.items.values()
+        assert (item.display_name, item.status) == ("Sales mirror", "Running")
+        assert item.mirroring["properties"]["target"]["typeProperties"]["enableDeltaChangeDataFeed"] is True
+        assert "Initializing; next check in" in result.stderr
+        assert len(fabric.calls("POST", "/startMirroring")) == 1
+    url = f"{dfs_server.url}/{workspace}/{item.id}/Files/LandingZone"
+    assert written["landing_zone"]["url"] == url
+    assert written["fabric_status"]["mirrored_database_id"] == item.id
+    assert written["fabric_status"]["workspace_id"] == workspace
+    assert dfs_server.file_bytes(workspace, f"{item.id}/Files/LandingZone/_partnerEvents.json")
+    assert TOKEN not in result.stdout + result.stderr
+
+
+def run_init_container(
+    kube: KubeApi, namespace: str, fabric: FabricApiDouble, kafka: str, dfs_server: DfsTestServer, work: Path
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """The StatefulSet's init container run here: its args and env, its mounts mapped to folders under ``work``."""
+    sts = kube.get(f"/apis/apps/v1/namespaces/{namespace}/statefulsets/mirror-debezium-fabric-mirror")
+    spec = sts["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    connector = spec["containers"][0]
+    config_map = kube.get(f"/api/v1/namespaces/{namespace}/configmaps/{sts['metadata']['name']}")["data"]
+    config = yaml.safe_load(config_map["config.yaml"])
+    # What differs on this machine: a local Kafka, and the Fabric API double's URL (values refuse plain http).
+    config["source"]["bootstrap_servers"] = kafka
+    config["fabric_status"]["api_url"] = fabric.api_url
+    mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+    local = {mounts["config"]: work / "config", mounts["init-config"]: work / "init"}
+    for folder in local.values():
+        folder.mkdir()
+    (local[mounts["config"]] / "config.yaml").write_text(yaml.safe_dump(config))
+    folder_of = {a: a.rsplit("/", 1)[0] for a in init["args"]}
+    args = [str(local[folder_of[a]] / "config.yaml") if folder_of[a] in local else a for a in init["args"]]
+    # The connector container reads what the init container writes (the same emptyDir).
+    run_config = connector["args"][connector["args"].index("--config") + 1]
+    assert run_config.rsplit("/", 1)[0] == mounts["init-config"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONNECTOR_", "AZURE_", "KUBECONFIG"))}
+    env.update(container_env(kube, namespace, init))
+    env.update(managed_identity_environment(dfs_server))
+    result = subprocess.run(
+        [sys.executable, "-m", "connector", *args],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DRIVER_WAIT_S,
+        check=False,
+    )
+    written_file = work / "init" / "config.yaml"
+    written = yaml.safe_load(written_file.read_text()) if written_file.exists() else {}
+    return result, written
