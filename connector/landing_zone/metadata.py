@@ -7,10 +7,10 @@ builds them, how the mirroring service reads them (``effective_metadata``) and h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -65,10 +65,39 @@ SUPPORTED_PROPERTY_VALUES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 """The values the seed's delimited-text table lists as supported."""
-DELIMITED_DATA_TYPES = frozenset(
-    {"Double", "Single", "Int16", "Int64", "Int32", "DateTime", "IDate", "ITime", "String", "Boolean", "ByteArray"}
+
+
+class DelimitedType(NamedTuple):
+    """One row of the seed's table of delimited-text data types, as the connector writes and reads it back."""
+
+    name: str
+    written_for: Callable[[pa.DataType], bool]
+    """Whether a column of an Arrow type is written under this name (the table's first row that says so)."""
+    read_as: pa.DataType | None
+    """The Arrow type its text casts to; ``None``: text that needs a reading of its own, or stays text."""
+
+
+DELIMITED_TYPES: tuple[DelimitedType, ...] = (
+    DelimitedType("Int16", lambda t: pa.types.is_int8(t) or pa.types.is_int16(t), pa.int16()),
+    DelimitedType("Int32", pa.types.is_int32, pa.int32()),
+    DelimitedType("Int64", pa.types.is_int64, pa.int64()),
+    DelimitedType("Single", pa.types.is_float32, pa.float32()),
+    DelimitedType("Double", pa.types.is_floating, pa.float64()),
+    DelimitedType("Boolean", pa.types.is_boolean, pa.bool_()),
+    DelimitedType("IDate", pa.types.is_date, pa.date32()),
+    DelimitedType("DateTime", pa.types.is_timestamp, None),  # with or without a zone, in us or ns
+    DelimitedType("ITime", pa.types.is_time, None),  # Arrow cannot cast text to a time of day
+    DelimitedType("ByteArray", pa.types.is_binary, None),  # written as hex: the one text form that round-trips
+    # Decimals have no delimited-text type: they travel as exact text.
+    DelimitedType("String", lambda _: True, None),
 )
-"""The seed's table of data types supported in a delimited-text ``SchemaDefinition``."""
+"""The seed's table of data types supported in a delimited-text ``SchemaDefinition``, in the writer's order."""
+DELIMITED_DATA_TYPES = frozenset(row.name for row in DELIMITED_TYPES)
+"""The type names of ``DELIMITED_TYPES``."""
+DELIMITED_CASTS: Mapping[str, pa.DataType] = MappingProxyType(
+    {row.name: row.read_as for row in DELIMITED_TYPES if row.read_as is not None}
+)
+"""The delimited-text types whose text is read back by a plain Arrow cast, and the type it casts to."""
 
 DELIMITED_SEPARATORS: Mapping[str, str] = MappingProxyType({"csv": ",", "tsv": "\t", "psv": "|"})
 """The delimited-text extensions this connector writes, with their column separators."""
@@ -105,29 +134,8 @@ def delimited_text_metadata(schema: pa.Schema, extension: str) -> dict[str, Any]
 
 
 def delimited_type_name(arrow: pa.DataType) -> str:
-    """The landing zone's delimited-text type names (the seed's table of supported data types)."""
-    if pa.types.is_int8(arrow) or pa.types.is_int16(arrow):
-        return "Int16"
-    if pa.types.is_int32(arrow):
-        return "Int32"
-    if pa.types.is_int64(arrow):
-        return "Int64"
-    if pa.types.is_float32(arrow):
-        return "Single"
-    if pa.types.is_floating(arrow):
-        return "Double"
-    if pa.types.is_boolean(arrow):
-        return "Boolean"
-    if pa.types.is_date(arrow):
-        return "IDate"
-    if pa.types.is_timestamp(arrow):
-        return "DateTime"
-    if pa.types.is_time(arrow):
-        return "ITime"
-    if pa.types.is_binary(arrow):
-        return "ByteArray"
-    # Decimals have no delimited-text type: they travel as exact text.
-    return "String"
+    """The landing zone's delimited-text type name of an Arrow type (``DELIMITED_TYPES``)."""
+    return next(row.name for row in DELIMITED_TYPES if row.written_for(arrow))
 
 
 def partner_events(partner_name: str, source_type: str, source_version: str | None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,13 @@ from connector.landing_zone.layout import (
     TableRef,
     parse_data_file_name,
 )
-from connector.landing_zone.metadata import PARQUET, TableFormat, TableMetadata, parse_table_metadata
+from connector.landing_zone.metadata import (
+    DELIMITED_CASTS,
+    PARQUET,
+    TableFormat,
+    TableMetadata,
+    parse_table_metadata,
+)
 from connector.storage.base import TEMP_PREFIX, FileInfo, Storage, join
 from connector.storage.local import LocalStorage
 
@@ -52,8 +58,6 @@ def arrow_owned(data: bytes) -> pa.Buffer:
     return stream.getvalue()
 
 
-_INTEGER_TYPES: Mapping[str, pa.DataType] = {"Int16": pa.int16(), "Int32": pa.int32(), "Int64": pa.int64()}
-_FLOAT_TYPES: Mapping[str, pa.DataType] = {"Double": pa.float64(), "Single": pa.float32()}
 _UNDECLARED_MARKER_TYPE = pa.int32()
 
 
@@ -301,14 +305,8 @@ def _typed(column: pa.ChunkedArray, name: str, data_type: str | None) -> pa.Arra
 
 
 def _convert(array: pa.Array, data_type: str) -> pa.Array:
-    if data_type in _INTEGER_TYPES:
-        return array.cast(_INTEGER_TYPES[data_type])
-    if data_type in _FLOAT_TYPES:
-        return array.cast(_FLOAT_TYPES[data_type])
-    if data_type == "Boolean":
-        return array.cast(pa.bool_())
-    if data_type == "IDate":
-        return array.cast(pa.date32())
+    if data_type in DELIMITED_CASTS:
+        return array.cast(DELIMITED_CASTS[data_type])
     if data_type == "DateTime":
         return _timestamps(array)
     if data_type == "ITime":
