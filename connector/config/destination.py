@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
@@ -27,11 +28,11 @@ class LandingZoneSettings(FrozenModel):
     @property
     def identity(self) -> CredentialConfig:
         """The identity, whichever form the setting has."""
-        return CredentialConfig.model_validate(self.credential)
+        return CredentialConfig.of(self.credential)
 
-    @property
+    @cached_property
     def location(self) -> StorageLocation:
-        """The landing zone as one value (URL + identity), checked when built."""
+        """The landing zone as one value (URL + identity), checked when first asked for, then carried."""
         return StorageLocation(self.url, self.identity, "landing_zone.url")
 
 
@@ -49,6 +50,10 @@ class MetricsSettings(FrozenModel):
         ge=0,
         description="How often the driver checks that a Kafka broker answers (0 = never); /readyz turns unready "
         "while none does.",
+    )
+    status_page: bool = Field(
+        True,
+        description="Serve the read-only status page (/) and /status.json on the metrics port beside /metrics.",
     )
 
 
@@ -84,6 +89,11 @@ class FabricStatusSettings(FrozenModel):
     )
     poll_s: float = Field(60.0, gt=0, description="How often the streaming job reads the status for its metrics.")
     request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one status request.")
+
+    @property
+    def identity(self) -> CredentialConfig:
+        """The identity of ``credential`` (the REST API's token, or a OneLake ``monitoring_url``)."""
+        return CredentialConfig.of(self.credential)
 
     @field_validator("api_url")
     @classmethod

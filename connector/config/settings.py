@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field, field_validator
 from pydantic_settings import (
@@ -18,6 +20,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from connector.config.base import without_derived
 from connector.config.destination import (
     FabricStatusSettings,
     LandingZoneSettings,
@@ -28,6 +31,7 @@ from connector.config.destination import (
 from connector.config.mirror import MirrorSettings
 from connector.config.source import DeadLetterSettings, SourceSettings
 from connector.errors import ConfigError
+from connector.storage.location import StorageLocation
 
 
 class ConnectorSettings(BaseSettings):
@@ -46,6 +50,15 @@ class ConnectorSettings(BaseSettings):
     mirror: MirrorSettings = Field(default_factory=MirrorSettings)
     dead_letter: DeadLetterSettings = Field(default_factory=DeadLetterSettings)
     fabric_status: FabricStatusSettings = Field(default_factory=FabricStatusSettings)
+
+    @cached_property
+    def checkpoint_location(self) -> StorageLocation:
+        """The checkpoint folder (ledger, Spark's checkpoint) as one value, checked when first used, then carried."""
+        return StorageLocation(self.checkpoint, setting="checkpoint")
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy, ``update`` applied, whose derived values (``checkpoint_location``) follow its own fields."""
+        return without_derived(super().model_copy(update=update, deep=deep))
 
     @field_validator("trigger")
     @classmethod

@@ -61,6 +61,11 @@ class DeadLetterSettings(FrozenModel):
     )
     delivery_timeout_s: float = Field(60.0, gt=0, description="kind kafka: how long one batch may take to deliver.")
 
+    @property
+    def identity(self) -> CredentialConfig:
+        """The identity of a OneLake / ADLS Gen2 ``url``, whichever form the setting has."""
+        return CredentialConfig.of(self.credential)
+
 
 class SourceSettings(FrozenModel):
     """Where change events come from."""

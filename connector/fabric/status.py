@@ -359,7 +359,7 @@ def open_fabric_status(settings: ConnectorSettings) -> FabricStatusReader | None
         )
         raise ConfigError(msg)
     try:
-        folder = StorageLocation(url, CredentialConfig(kind=config.credential), "fabric_status.monitoring_url").open()
+        folder = StorageLocation(url, config.identity, "fabric_status.monitoring_url").open()
     except ValueError as exc:
         msg = f"fabric_status.monitoring_url: {exc}"
         raise ConfigError(msg) from None
@@ -394,7 +394,7 @@ def identity_token(kind: CredentialKind, setting: str) -> TokenSource:
         ConfigError: The identity's settings are incomplete (``setting`` is named).
     """
     try:
-        identity = build_credential(CredentialConfig.model_validate({"kind": kind}), scope=FABRIC_API_SCOPE)
+        identity = build_credential(CredentialConfig.of(kind), scope=FABRIC_API_SCOPE)
     except ValueError as exc:
         msg = f"{setting}: {exc}"
         raise ConfigError(msg) from None

@@ -11,10 +11,8 @@ from connector.errors import ConfigError
 from connector.operate.deadletter import DEFAULT_FOLDER, DeadLetterWriter
 from connector.operate.deadletter_folder import FolderDeadLetterWriter
 from connector.operate.deadletter_kafka import KafkaDeadLetterWriter, producer_config
-from connector.storage import is_remote
 from connector.storage.errors import InvalidStorageURL
-from connector.storage.identity import CredentialConfig
-from connector.storage.location import StorageLocation
+from connector.storage.location import StorageLocation, as_location
 
 
 def open_dead_letter_writer(settings: ConnectorSettings) -> DeadLetterWriter | None:
@@ -39,36 +37,37 @@ def open_dead_letter_writer(settings: ConnectorSettings) -> DeadLetterWriter | N
             config.topic, producer_config(settings.source, config, bootstrap), config.delivery_timeout_s
         )
     url = config.url or str(Path(settings.checkpoint) / DEFAULT_FOLDER)
-    check_outside_landing_zone(url, settings.landing_zone.url)
+    location = StorageLocation(url, config.identity, "dead_letter.url")
+    check_outside_landing_zone(location, settings.landing_zone.location)
     try:
-        storage = StorageLocation(url, CredentialConfig.model_validate(config.credential), "dead_letter.url").open()
+        storage = location.open()
     except InvalidStorageURL as exc:
         msg = f"dead_letter.url is not a folder or storage URL: {exc}"
         raise ConfigError(msg) from None
     return FolderDeadLetterWriter(storage)
 
 
-def check_outside_landing_zone(url: str, landing_zone_url: str) -> None:
+def check_outside_landing_zone(dead_letters: StorageLocation | str, landing_zone: StorageLocation | str) -> None:
     """Refuse a dead-letter location equal to or inside the landing zone.
 
     The mirroring service reads every folder under the landing zone; files it does not expect there
     would at best be ignored and at worst stop replication.
 
     Raises:
-        ConfigError: ``url`` is the landing zone or a folder inside it.
+        ConfigError: ``dead_letters`` is the landing zone or a folder inside it.
     """
-    if is_remote(url) != is_remote(landing_zone_url):
+    target = as_location(dead_letters, "dead_letter.url")
+    root = as_location(landing_zone, "landing_zone.url")
+    if target.remote != root.remote:
         return
-    if not is_remote(url):
-        target, root = Path(url).resolve(), Path(landing_zone_url).resolve()
-        inside = target == root or root in target.parents
+    if not target.remote:
+        target_path, root_path = Path(target.url).resolve(), Path(root.url).resolve()
+        inside = target_path == root_path or root_path in target_path.parents
     else:
-        target_parts, root_parts = (
-            _remote_parts(url, "dead_letter.url"),
-            _remote_parts(landing_zone_url, "landing_zone.url"),
-        )
-        inside = target_parts[: len(root_parts)] == root_parts
+        root_parts = _remote_parts(root)
+        inside = _remote_parts(target)[: len(root_parts)] == root_parts
     if inside:
+        url, landing_zone_url = target.url, root.url
         msg = (
             f"dead_letter.url {url} is inside the landing zone {landing_zone_url}: the mirroring service "
             "reads every folder there; use a folder outside it (default <checkpoint>/_deadletter)"
@@ -76,15 +75,14 @@ def check_outside_landing_zone(url: str, landing_zone_url: str) -> None:
         raise ConfigError(msg)
 
 
-def _remote_parts(url: str, setting: str) -> tuple[str, ...]:
-    """A OneLake / ADLS Gen2 URL as comparable parts: host (regions folded), filesystem, folders."""
-    from connector.storage.onelake_location import parse_location
+def _remote_parts(remote: StorageLocation) -> tuple[str, ...]:
+    """A OneLake / ADLS Gen2 location as comparable parts: host (regions folded), filesystem, folders.
 
-    try:
-        location = parse_location(url)
-    except ValueError as exc:
-        msg = f"{setting} is not a storage URL: {exc}"
-        raise ConfigError(msg) from None
+    Its URL was checked when the location was built, so it parses.
+    """
+    from connector.storage.onelake.location import parse_location
+
+    location = parse_location(remote.url)
     host = location.account_url.split("://", 1)[-1].lower()
     host = re.sub(r"^[a-z0-9]+-onelake\.", "onelake.", host)
     folders = tuple(p.casefold() for p in location.root.split("/") if p)

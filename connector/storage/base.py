@@ -13,6 +13,7 @@ import socket
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Self
 
 #: Prefix of a backend's in-flight writes (written aside, then moved into place). Open mirroring skips
 #: underscore-prefixed names, and a crash can leave such a file behind: ``cleanup_temporary`` removes them.
@@ -101,10 +102,22 @@ class WriterLease(ABC):
 
 
 class Storage(ABC):
-    """A folder tree that can create, read, list and move files."""
+    """A folder tree that can create, read, list and move files.
+
+    Closable, and a context manager that closes it: a remote backend holds a connection pool until then.
+    """
 
     #: Human-readable location, safe to log (no credentials).
     url: str
+
+    def close(self) -> None:  # noqa: B027 - a local folder holds nothing: not every backend must override it
+        """Let go of what the backend holds (connections); nothing by default, and closing twice is harmless."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @abstractmethod
     def read_bytes(self, path: str) -> bytes:

@@ -56,6 +56,15 @@ class CredentialConfig(BaseModel):
     authority: str | None = None
     """Microsoft Entra host for sovereign clouds, e.g. ``login.microsoftonline.us``; default public cloud."""
 
+    @classmethod
+    def of(cls, setting: CredentialKind | CredentialConfig) -> CredentialConfig:
+        """The identity a ``credential`` setting names, whichever form it has: a kind alone, or the full settings.
+
+        The one way every section (``landing_zone``, ``dead_letter``, ``fabric_status``) and ``open_onelake`` turn
+        their setting into an identity.
+        """
+        return setting if isinstance(setting, CredentialConfig) else cls.model_validate({"kind": setting})
+
     @model_validator(mode="before")
     @classmethod
     def _from_kind(cls, value: Any) -> Any:

@@ -8,13 +8,13 @@ the URL) and a URL the OneLake backend cannot parse are refused with the setting
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from connector.errors import ConfigError
-from connector.storage import is_remote
 from connector.storage.identity import CredentialConfig
 
 if TYPE_CHECKING:
@@ -44,6 +44,11 @@ class StorageLocation:
         """Whether this is a OneLake / ADLS Gen2 URL rather than a local folder."""
         return is_remote(self.url)
 
+    @property
+    def scheme(self) -> str:
+        """The URL scheme that chose the backend (``BACKENDS``); ``""`` for a local folder."""
+        return scheme_of(self.url)
+
     def absolute(self) -> StorageLocation:
         """This location with a local folder made absolute: a Spark worker's working directory is not the driver's."""
         if self.remote:
@@ -51,17 +56,47 @@ class StorageLocation:
         return StorageLocation(str(Path(self.url).resolve()), self.identity, self.setting)
 
     def open(self, retry: RetrySettings | None = None) -> Storage:
-        """The storage backend for this location (pyiceberg's scheme-based selection)."""
-        if not self.remote:
-            from connector.storage.local import LocalStorage
+        """The storage backend for this location, chosen by its URL scheme (``BACKENDS``, as pyiceberg does).
 
-            return LocalStorage(self.url)
-        from connector.storage.onelake import open_onelake
-
-        return open_onelake(self.url, self.identity, retry)
+        The caller closes it (``close``, or ``with``) when it holds connections to let go of.
+        """
+        return BACKENDS[self.scheme](self, retry)
 
     def __str__(self) -> str:
         return self.url
+
+
+def _open_local(location: StorageLocation, retry: RetrySettings | None) -> Storage:
+    from connector.storage.local import LocalStorage
+
+    return LocalStorage(location.url)
+
+
+def _open_onelake(location: StorageLocation, retry: RetrySettings | None) -> Storage:
+    from connector.storage.onelake import open_onelake
+
+    return open_onelake(location.url, location.identity, retry)
+
+
+#: URL scheme → the backend that opens it (imported when first opened); ``""`` is a path without a scheme.
+BACKENDS: Mapping[str, Callable[[StorageLocation, RetrySettings | None], Storage]] = {
+    "": _open_local,
+    "https": _open_onelake,
+    "http": _open_onelake,  # a loopback emulator only: the URL check refuses plain http elsewhere
+    "abfss": _open_onelake,
+    "abfs": _open_onelake,  # refused with a hint to use abfss
+}
+
+
+def scheme_of(url: str) -> str:
+    """The scheme of ``url`` that names a backend in ``BACKENDS``; ``""`` (a local folder) for any other text."""
+    head, separator, _ = url.partition("://")
+    return head if separator and head in BACKENDS else ""
+
+
+def is_remote(url: str) -> bool:
+    """Whether ``url`` names OneLake / ADLS Gen2 rather than a local folder."""
+    return scheme_of(url) != ""
 
 
 def check_url(url: str, setting: str = "landing_zone.url") -> None:
@@ -92,7 +127,7 @@ def check_url(url: str, setting: str = "landing_zone.url") -> None:
             "workload_identity, managed_identity, client_secret, client_certificate or default)"
         )
         raise ConfigError(msg)
-    from connector.storage.onelake_location import parse_location
+    from connector.storage.onelake.location import parse_location
 
     try:
         parse_location(url)

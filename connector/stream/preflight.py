@@ -16,6 +16,7 @@ import re
 import socket
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,9 @@ from connector.config import ConnectorSettings, SourceSettings
 from connector.errors import ConfigError
 from connector.kafka_client import client_security_options
 from connector.operate.metrics import metrics_port_problem
-from connector.storage import is_remote
-from connector.storage.base import TEMP_PREFIX
+from connector.storage.base import TEMP_PREFIX, Storage
 from connector.storage.errors import InvalidCredential, StorageError
-from connector.storage.location import StorageLocation, check_url
+from connector.storage.location import StorageLocation
 from connector.stream.source import kafka_jars, source_path
 
 log = logging.getLogger(__name__)
@@ -50,36 +50,56 @@ _SECRET_OPTIONS = ("sasl.password", "ssl.key.password", "sasl.oauthbearer.client
 _ATTEMPT_S = 2.0
 
 
-def check_before_spark(settings: ConnectorSettings) -> dict[str, int] | None:
+@dataclass(frozen=True)
+class Checked:
+    """What the checks found and opened, handed on so nothing is opened twice.
+
+    Attributes:
+        landing: The landing zone, opened (a OneLake one listed and write-probed already); the caller owns it.
+        topics: The Kafka topics ``source.topics`` matches now, with their partition counts (``None`` for the file
+            source, or a Java-only pattern).
+    """
+
+    landing: Storage
+    topics: dict[str, int] | None
+
+
+def check_before_spark(settings: ConnectorSettings) -> Checked:
     """Check the landing zone, the checkpoint, the metrics port and the source before Spark starts.
 
     Local checks come first: they take milliseconds, a OneLake landing zone about a second, the Kafka
     check up to ``source.connect_timeout_s``.
 
     Returns:
-        The Kafka topics ``source.topics`` matches now, with their partition counts (``None`` for the file
-        source, or a Java-only pattern).
+        The landing zone, opened once for the checks and the job, and the topics found.
 
     Raises:
         ConfigError: The first problem found, naming the setting and what it points at.
-        StorageError: A OneLake landing zone is missing or refuses the identity (``check_remote_landing_zone``).
+        StorageError: A OneLake landing zone is missing or refuses the identity (``open_remote_landing_zone``).
     """
-    landing_zone = settings.landing_zone
-    check_landing_zone_url(landing_zone.url)
-    if not is_remote(landing_zone.url):
+    landing_zone = settings.landing_zone.location  # an empty, SAS-carrying or malformed URL is refused here
+    if not landing_zone.remote:
         check_local_folder(landing_zone.url, "landing_zone.url")
     check_local_folder(settings.checkpoint, "checkpoint")
     check_metrics_port(settings.metrics.port)
     source = settings.source
-    if is_remote(landing_zone.url) and source.kind == "files" and not source.path:
+    if landing_zone.remote and source.kind == "files" and not source.path:
         msg = (
             f"no source is configured for the OneLake landing zone {landing_zone.url}: without "
             "source.bootstrap_servers (--bootstrap-servers, CONNECTOR_SOURCE__BOOTSTRAP_SERVERS) or source.path, "
             "run reads its packaged sample events, which belong in a local landing zone only"
         )
         raise ConfigError(msg)
-    if is_remote(landing_zone.url):
-        check_remote_landing_zone(landing_zone.location)
+    landing = open_remote_landing_zone(landing_zone) if landing_zone.remote else landing_zone.absolute().open()
+    try:
+        return Checked(landing, _check_source(settings))
+    except BaseException:
+        landing.close()
+        raise
+
+
+def _check_source(settings: ConnectorSettings) -> dict[str, int] | None:
+    source = settings.source
     if source.kind == "files":
         source_path(source)
         return None
@@ -90,18 +110,16 @@ def check_before_spark(settings: ConnectorSettings) -> dict[str, int] | None:
     return check_kafka(source, settings.trigger)
 
 
-def check_landing_zone_url(url: str) -> None:
-    """Refuse an empty landing zone, a URL with a SAS token, and a URL the OneLake backend cannot parse."""
-    check_url(url, "landing_zone.url")
-
-
-def check_remote_landing_zone(location: StorageLocation) -> None:
-    """Prove a OneLake / ADLS Gen2 landing zone with the job's identity: list its folder, write a probe.
+def open_remote_landing_zone(location: StorageLocation) -> Storage:
+    """Open a OneLake / ADLS Gen2 landing zone and prove it with the job's identity: list its folder, write a probe.
 
     The folder must exist already (Fabric creates ``Files/LandingZone`` with the mirrored database): a
     misspelt folder would otherwise be created by the first write, and the mirror published where the
     mirroring service never looks. The probe (a ``_tmp_`` file, created and deleted) catches an identity
     that may read but not write before the first batch does.
+
+    Returns:
+        The landing zone, opened and proven: the job writes through this client (one token on OneLake).
 
     Raises:
         ConfigError: The credential settings are incomplete (a missing secret, tenant or client id).
@@ -117,11 +135,15 @@ def check_remote_landing_zone(location: StorageLocation) -> None:
         msg = f"landing_zone.credential {location.identity.kind}: {exc}"
         raise ConfigError(msg) from None
     try:
-        with storage:
-            storage.check(create_root=False, probe_write=True)
+        storage.check(create_root=False, probe_write=True)
     except StorageError as exc:
+        storage.close()
         msg = f"landing_zone.url {location.url.strip()}: {exc}"  # a URL with a query was refused before
         raise type(exc)(msg, path=exc.path, operation=exc.operation) from None
+    except BaseException:
+        storage.close()
+        raise
+    return storage
 
 
 def check_local_folder(folder: str, setting: str) -> None:

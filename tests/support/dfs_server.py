@@ -80,7 +80,7 @@ from azure.core.credentials import AccessToken
 
 from connector.storage.credentials import STORAGE_SCOPE, StorageIdentity
 from connector.storage.onelake import OneLakeStorage
-from connector.storage.onelake_location import parse_location
+from connector.storage.onelake.location import parse_location
 from connector.storage.retry import RetrySettings
 from tests.support.served_http import ServedHttp
 

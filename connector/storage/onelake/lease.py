@@ -1,22 +1,24 @@
 """The writer fence on OneLake / ADLS Gen2: a finite blob lease, renewed in the background.
 
-``OneLakeStorage.acquire_lease`` takes the lease; ``OneLakeLease`` keeps it alive and refuses writing
-the moment it is lost, released, or may have lapsed, so two connector instances never publish into the
-same landing zone at once.
+``take_lease`` (behind ``OneLakeStorage.acquire_lease``) takes the lease; ``OneLakeLease`` keeps it alive and
+refuses writing the moment it is lost, released, or may have lapsed, so two connector instances never publish
+into the same landing zone at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 
-from azure.core.exceptions import AzureError, HttpResponseError
+from azure.core import MatchConditions
+from azure.core.exceptions import AzureError, HttpResponseError, ResourceExistsError, ResourceModifiedError
 from azure.storage.filedatalake import DataLakeFileClient, DataLakeLeaseClient
 
 from connector.errors import WriterFenced
-from connector.storage.azure_errors import describe_failure, error_code
 from connector.storage.base import WriterIdentity, WriterLease
+from connector.storage.onelake.azure_errors import describe_failure, error_code
 
 _LOG = logging.getLogger(__name__)
 
@@ -126,3 +128,57 @@ class OneLakeLease(WriterLease):
             with self._lock:
                 if self._lost is not None:
                     return
+
+
+def take_lease(client: DataLakeFileClient, location: str, holder: WriterIdentity, duration_s: int) -> OneLakeLease:
+    """Take a blob lease on the file of ``client`` (created if missing) and record ``holder`` in its metadata.
+
+    The lease lasts ``duration_s`` and is renewed by a daemon thread every third of it, so it ends
+    within ``duration_s`` of the process dying without a release. The holder is written as the
+    file's metadata under the lease (a write other instances cannot make), and read back by an
+    instance that is refused, to name the holder.
+
+    Args:
+        client: The lease file's client.
+        location: The lease file's URL, safe to log.
+        holder: Who takes it (this process).
+        duration_s: How long the lease lasts unrenewed.
+
+    Raises:
+        WriterFenced: Another instance holds the lease.
+        AzureError: The service failed otherwise (the storage translates it).
+    """
+    # Already there (409), or there and leased (412): either way the lease below decides.
+    with contextlib.suppress(ResourceExistsError, ResourceModifiedError):
+        client.create_file(match_condition=MatchConditions.IfMissing)
+    lease = DataLakeLeaseClient(client)
+    requested = time.monotonic()
+    try:
+        lease.acquire(lease_duration=duration_s)
+    except HttpResponseError as err:
+        if err.status_code != 409:
+            raise
+        raise _held_elsewhere(client, location, error_code(err)) from None
+    try:
+        client.set_metadata(holder.as_fields(), lease=lease)
+    except BaseException:
+        # Not started as the writer: give the lease back rather than block the next start for a minute.
+        with contextlib.suppress(AzureError):
+            lease.release()
+        raise
+    return OneLakeLease(location, client, lease, holder, duration_s, requested)
+
+
+def _held_elsewhere(client: DataLakeFileClient, location: str, code: str) -> WriterFenced:
+    """The refusal of a lease another instance holds, naming it from the lease file's metadata."""
+    try:
+        current = WriterIdentity.from_fields(dict(client.get_file_properties().metadata or {}))
+    except AzureError:
+        current = None
+    who = current.describe() if current is not None else "an instance that has not recorded itself yet"
+    reason = (
+        f"another connector instance holds the writer lease ({code or 'lease present'}): {who}. Only one "
+        "instance may use a landing zone; stop that one first. If it is gone without releasing the "
+        f"lease, the lease expires within {LEASE_DURATION_S} s of its last renewal: start again then"
+    )
+    return WriterFenced(location, who, reason)

@@ -41,7 +41,7 @@ from connector.storage.credentials import (
 )
 from connector.storage.errors import StorageAccessDenied, StorageError, StorageNotFound, StorageUnavailable
 from connector.storage.onelake import OneLakeStorage, open_onelake
-from connector.storage.onelake_location import OneLakeLocation, parse_location
+from connector.storage.onelake.location import OneLakeLocation, parse_location
 from connector.storage.retry import RetrySettings, parse_retry_after, retry_delay
 from tests.support.dfs_server import (
     FAST_RETRY,
@@ -170,7 +170,7 @@ def test_lost_answers_of_upload_steps_are_retried_safely(faulty_dfs_server: DfsT
 def test_large_files_are_sent_in_several_appends_even_with_drops(
     faulty_dfs_server: DfsTestServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(onelake, "_APPEND_CHUNK", 1000)
+    monkeypatch.setattr(onelake.transfer, "_APPEND_CHUNK", 1000)
     server = faulty_dfs_server
     storage = make_onelake_storage(server, ROOT)
     data = os.urandom(10_500)

@@ -26,7 +26,7 @@ from connector.storage.base import Storage, WriterIdentity
 from connector.storage.errors import StorageError
 from connector.storage.local import LocalStorage
 from connector.storage.onelake import OneLakeStorage
-from connector.storage.onelake_lease import OneLakeLease
+from connector.storage.onelake.lease import OneLakeLease
 from tests.support.dfs_server import DfsTestServer, FaultPlan, make_onelake_storage
 from tests.support.landing import WORKSPACE, Landing, unique_item_root
 
