@@ -311,12 +311,18 @@ def _check_config(args: argparse.Namespace) -> int:
     from connector.commands.check_config import check_config_file
 
     problems = check_config_file(args.file)
+    code = _report_problems(problems, args.file)
+    if args.online and not problems:
+        return _check_online(args.file)
+    return code
+
+
+def _report_problems(problems: Sequence[object], subject: str) -> int:
+    """Print each problem, or that ``subject`` is valid; the exit code (1: there were problems)."""
     for problem in problems:
         print(problem)
     if not problems:
-        print(f"{args.file}: valid")
-    if args.online and not problems:
-        return _check_online(args.file)
+        print(f"{subject}: valid")
     return 1 if problems else 0
 
 
@@ -333,10 +339,9 @@ def _check_online(file: str) -> int:
 def _tables(args: argparse.Namespace) -> int:
     from connector.commands.tables import rebuild_command, tables_command
     from connector.config import load_settings
-    from connector.storage.location import StorageLocation
 
     settings = load_settings(args.config, **settings_overrides(args))
-    checkpoint = StorageLocation(settings.checkpoint, setting="checkpoint").open()
+    checkpoint = settings.checkpoint_location.open()
     if args.command == "rebuild":
         return rebuild_command(checkpoint, args.table, wait_s=args.wait)
     from connector.fabric.status import open_fabric_status
@@ -355,12 +360,7 @@ def _validate(args: argparse.Namespace) -> int:
     location = _landing_zone(args)
     storage = location.open()
     require_landing_zone(storage, location.url)
-    problems = validate_landing_zone(storage)
-    for problem in problems:
-        print(problem)
-    if not problems:
-        print(f"{location.url}: valid")
-    return 1 if problems else 0
+    return _report_problems(validate_landing_zone(storage), location.url)
 
 
 def _replay(args: argparse.Namespace) -> int:

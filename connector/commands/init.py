@@ -28,7 +28,6 @@ from connector.fabric.database_init import (
     InitRequest,
     MirrorTarget,
     change_data_feed,
-    close_storage,
     explain,
     fabric_api_for,
     init_mirror,
@@ -36,7 +35,6 @@ from connector.fabric.database_init import (
     probe_landing_zone,
 )
 from connector.fabric.rest_api import FabricApi, FabricApiError
-from connector.storage import is_remote
 
 STEP_KAFKA = "kafka"
 STEP_DEBEZIUM = "debezium"
@@ -212,21 +210,18 @@ def _change_data_feed_line(api: FabricApi, workspace: str, item: str) -> str:
 
 
 def _check_landing_zone(settings: ConnectorSettings) -> str:
-    from connector.stream.preflight import check_landing_zone_url, check_local_folder
+    from connector.stream.preflight import check_local_folder
 
-    url, credential = settings.landing_zone.url, settings.landing_zone.identity
+    url = settings.landing_zone.url
     try:
-        check_landing_zone_url(url)
-        if not is_remote(url):
+        location = settings.landing_zone.location  # an empty, SAS-carrying or malformed URL is refused here
+        if not location.remote:
             check_local_folder(url, "landing_zone.url")
             return f"{STEP_LOCAL_LANDING}: {url} is a writable local folder"
     except ConfigError as exc:
         raise ChainStepFailed(STEP_LOCAL_LANDING, str(exc), "fix landing_zone.url") from None
-    storage = open_landing_zone(url, credential)
-    try:
+    with open_landing_zone(location) as storage:
         probe_landing_zone(storage, url)
-    finally:
-        close_storage(storage)
     return f"{STEP_LOCAL_LANDING}: {url}: create, append, flush, rename and delete of a scratch file succeeded"
 
 

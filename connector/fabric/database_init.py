@@ -152,7 +152,7 @@ def init_mirror(
     api: FabricApi,
     request: InitRequest,
     *,
-    open_landing: Callable[[str, CredentialConfig], Storage] | None = None,
+    open_landing: Callable[[StorageLocation], Storage] | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> MirrorTarget:
     """Make the open-mirrored database exist and run, prove its landing zone, write ``_partnerEvents.json``.
@@ -167,12 +167,9 @@ def init_mirror(
         updated = ensure_change_data_feed(api, request.workspace_id, item_id, progress)
     state, started = ensure_running(api, request, item_id, created=created, progress=progress)
     url = landing_zone_url(request.onelake_url, request.workspace_id, item_id)
-    storage = (open_landing or open_landing_zone)(url, request.credential)
-    try:
+    with (open_landing or open_landing_zone)(StorageLocation(url, request.credential)) as storage:
         probe_landing_zone(storage, url)
         _partner_events(storage, request, url)
-    finally:
-        close_storage(storage)
     return MirrorTarget(request.workspace_id, item_id, name, url, state, created, started, updated)
 
 
@@ -428,23 +425,17 @@ def _partner_events(storage: Storage, request: InitRequest, url: str) -> None:
         raise ChainStepFailed(STEP_PARTNER_EVENTS, f"{url}/_partnerEvents.json: {_first_line(exc)}", _PORTAL) from None
 
 
-def open_landing_zone(url: str, credential: CredentialConfig) -> Storage:
+def open_landing_zone(location: StorageLocation) -> Storage:
     """The landing zone on OneLake; incomplete identity settings are a ``landing-zone-token`` failure."""
     from connector.storage.errors import InvalidCredential
 
     try:
-        return StorageLocation(url, credential).open()
+        return location.open()
     except (InvalidCredential, ValueError) as exc:
+        kind = location.identity.kind
         raise ChainStepFailed(
-            STEP_LANDING_TOKEN, f"landing_zone.credential {credential.kind}: {exc}", "complete its AZURE_* settings"
+            STEP_LANDING_TOKEN, f"landing_zone.credential {kind}: {exc}", "complete its AZURE_* settings"
         ) from None
-
-
-def close_storage(storage: Storage) -> None:
-    """Close a storage that holds connections (OneLake's pool); a local folder holds none."""
-    close = getattr(storage, "close", None)
-    if callable(close):
-        close()
 
 
 def _first_line(exc: BaseException) -> str:
