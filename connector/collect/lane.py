@@ -42,7 +42,7 @@ from connector.collect.table_buffer import column_order, established_type, marke
 from connector.config import TableSettings
 from connector.debezium import bulk_json
 from connector.debezium.bulk_types import converted, parse_type
-from connector.debezium.envelope import EnvelopeDecoder
+from connector.debezium.envelope import HEARTBEAT_TOPIC_PREFIX, EnvelopeDecoder
 from connector.debezium.schemaless import arrow_row_columns, used_columns
 from connector.debezium.types import ColumnType, ConversionError, type_policy
 from connector.errors import BulkDeclined, decline
@@ -122,7 +122,7 @@ class ColumnarLane:
         settings = self.mirror.table_settings(topic)
         if (settings.toast_policy or self.mirror.toast_policy) == "keep-last":
             return False  # the TOAST store remembers every row: the row path keeps it
-        if topic.startswith("__debezium-heartbeat") or ref.id in self.context.stopped:
+        if topic.startswith(HEARTBEAT_TOPIC_PREFIX) or ref.id in self.context.stopped:
             return False
         prefix = f"{ref.id}."
         return not any(column.startswith(prefix) for column in self.mirror.decimal_columns)

@@ -35,7 +35,7 @@ from typing import Any
 from connector.config import SchemaRegistrySettings
 from connector.debezium.avro_shape import WriterSchema
 from connector.debezium.confluent_wire import HEADER_SIZE, MAGIC_BYTE
-from connector.debezium.envelope import ChangeEvent, Noise, event_from_payload
+from connector.debezium.envelope import ChangeEvent, Noise, event_from_payload, value_or_noise
 from connector.debezium.schema_registry import SchemaRegistry
 from connector.debezium.types import DEFAULT_POLICY, ColumnType, TypePolicy, column_type_from_schema
 from connector.errors import DecodeError
@@ -77,11 +77,9 @@ class AvroDecoder:
             RegistryUnavailable: the registry stayed unreachable; the record is not at fault.
             RegistryError: the registry refused the credentials or is no registry.
         """
-        if record.topic.startswith("__debezium-heartbeat"):
-            return Noise(record, "heartbeat")
-        value = record.value
-        if value is None or len(value) == 0:
-            return Noise(record, "tombstone")
+        value = value_or_noise(record)
+        if isinstance(value, Noise):
+            return value
         writer = self._writer(record, value, "value")
         payload = self._read(record, writer, value, "value")
         if payload is None:

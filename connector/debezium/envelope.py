@@ -57,6 +57,20 @@ class Noise:
     payload: Mapping[str, Any] | None = None
 
 
+HEARTBEAT_TOPIC_PREFIX = "__debezium-heartbeat"
+"""Debezium's heartbeat topics (``__debezium-heartbeat.<prefix>``): noise, never a table's."""
+
+
+def value_or_noise(record: KafkaRecord) -> bytes | Noise:
+    """The record's value, or the noise it is whatever the converter: a heartbeat topic's record or a tombstone."""
+    if record.topic.startswith(HEARTBEAT_TOPIC_PREFIX):
+        return Noise(record, "heartbeat")
+    value = record.value
+    if value is None or len(value) == 0:
+        return Noise(record, "tombstone")
+    return value
+
+
 class EnvelopeDecoder:
     """Decodes records, caching parsed value schemas.
 
@@ -75,11 +89,9 @@ class EnvelopeDecoder:
         Raises:
             DecodeError: the record is neither a change event nor known noise.
         """
-        if record.topic.startswith("__debezium-heartbeat"):
-            return Noise(record, "heartbeat")
-        value = record.value
-        if value is None or len(value) == 0:
-            return Noise(record, "tombstone")
+        value = value_or_noise(record)
+        if isinstance(value, Noise):
+            return value
         try:
             payload, columns, has_schema = self._parse_value(value)
         except (orjson.JSONDecodeError, ValueError, TypeError) as exc:
