@@ -178,7 +178,7 @@ def _check_mirror(landing_zone: str, events: int) -> None:
 
 def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear script, printed as it goes
     """Run the benchmark and print its figures; the last line is the one the README records."""
-    from connector.stream.batch_writer import BatchWriter
+    from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
     from connector.stream.job import spark_session
     from connector.stream.source import kafka_read_spec, stream
     from connector.stream.spark_checkpoint import SparkCheckpoint
@@ -215,15 +215,18 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
             )
             spark = spark_session(settings)
             sink = MirrorSink(LocalStorage(f"{scratch}/lz"), LocalStorage(f"{scratch}/cp"), settings.mirror)
-            writer = BatchWriter(
-                sink,
-                HealthState(),
-                settings.spark.decode_on,
-                settings.spark.columnar_decode,
-                spark_checkpoint=SparkCheckpoint(Path(f"{scratch}/cp/spark")),
-                landing=settings.landing_zone.location.absolute(),
-                kafka_read=kafka_read_spec(settings)[0],
-            )
+            spark_checkpoint = SparkCheckpoint(Path(f"{scratch}/cp/spark"))
+            writer: BatchWriter
+            if settings.spark.decode_on == "driver":
+                columnar = settings.spark.columnar_decode
+                writer = DriverBatchWriter(sink, HealthState(), spark_checkpoint, columnar=columnar)
+            else:
+                collect = ExecutorCollect(
+                    settings.landing_zone.location.absolute(),
+                    settings.spark.columnar_decode,
+                    kafka_read_spec(settings)[0],
+                )
+                writer = ExecutorBatchWriter(sink, HealthState(), spark_checkpoint, collect)
             batches: list[BatchSample] = []
             # The JVM (driver and, in local mode, the executors) is the gateway process PySpark started.
             jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]

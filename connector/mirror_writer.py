@@ -88,13 +88,12 @@ def open_mirror_writer(
         ConfigError: The dead-letter output is misconfigured.
     """
     location = settings.landing_zone.location.absolute()
-    checkpoint = checkpoint or StorageLocation(settings.checkpoint, setting="checkpoint")
+    checkpoint = checkpoint or settings.checkpoint_location
     fence = WriterFence(landing or location.open(), checkpoint.open())
     fence = fence.hold_until_exit() if until_exit else fence.acquire()
     try:
         if on_fenced is not None:
             on_fenced(fence.checkpoint)
-        ledger = BatchLedger(fence.checkpoint)
         sink = MirrorSink(
             fence.landing,
             fence.checkpoint,
@@ -103,9 +102,8 @@ def open_mirror_writer(
             dead_letters=open_dead_letter_writer(settings),
             snapshot_signal=snapshot_signal,
             fabric_tables=fabric_tables,
-            ledger=ledger,
         )
     except BaseException:
         fence.release()
         raise
-    return MirrorWriter(location, fence, ledger, sink)
+    return MirrorWriter(location, fence, sink.ledger, sink)

@@ -16,6 +16,7 @@ from connector.errors import DecodeError, LandingZoneCorrupt
 from connector.events import KafkaRecord
 from connector.kcat import kcat_records_table, parse_kcat_line
 from connector.mirror_writer import MirrorWriter, open_mirror_writer
+from connector.publish.batch_plan import BatchInput
 from connector.publish.batch_result import BatchResult
 from connector.publish.ledger import STATE_FILE
 from connector.sink import MirrorSink
@@ -95,13 +96,14 @@ def convert(
         if checkpoint:
             _refuse_lost_ledger(writer, checkpoint)
         for batch_id, (lines, positions) in enumerate(_line_batches(files, batch_size)):
-            batch = sink.begin(batch_id, _input_identity(sink, batch_id, lines, positions, checkpoint or scratch))
-            table = kcat_records_table(lines)
-            if table is not None:
-                batch.plan(records_table=table, columnar=settings.spark.columnar_decode)
-            else:
-                batch.plan(records=_records(lines, positions, summary))
-            result = batch.finish()
+            identity = _input_identity(sink, batch_id, lines, positions, checkpoint or scratch)
+            with sink.begin(batch_id, identity) as batch:
+                table = kcat_records_table(lines)
+                if table is not None:
+                    batch.plan(BatchInput(table=table, columnar=settings.spark.columnar_decode))
+                else:
+                    batch.plan(BatchInput(records=_records(lines, positions, summary)))
+                result = batch.finish()
             summary.add(result)
             log.info("%s", result.event_line())
     return summary

@@ -1,11 +1,13 @@
 """The ``foreachBatch`` function: one micro-batch → the sink → metrics and one log line.
 
-With ``decode_on: executors`` the executors collect and stage batch N+1 while the driver still renames and
-commits batch N on a thread of its own (``PublishBehind``): the files are staged durably and the plan of N is
-in the ledger before ``foreachBatch`` returns, so a crash in between is finished from that plan at the next
-start. Batch N+1 is planned only once N is committed (its file numbers follow N's); what N+1 was collected with
-(the collect context) is checked again then, and a batch collected with a context that no longer holds (a table
-stopped while N was published, a rebuild moved on) is collected again.
+Two writers, one per ``spark.decode_on``, chosen where the job is built. ``DriverBatchWriter`` brings each batch to
+the driver as Arrow columns and collects, plans and publishes it there. ``ExecutorBatchWriter`` has the executors
+collect and stage batch N+1 while the driver still renames and commits batch N on a thread of its own
+(``PublishBehind``): the files are staged durably and the plan of N is in the ledger before ``foreachBatch``
+returns, so a crash in between is finished from that plan at the next start. Batch N+1 is planned only once N is
+committed (its file numbers follow N's); what N+1 was collected with (the collect context) is checked again then,
+and a batch collected with a context that no longer holds (a table stopped while N was published, a rebuild moved
+on) is collected again.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -22,6 +26,7 @@ import pyarrow as pa
 from connector.collect.kafka_read import KafkaReadSpec
 from connector.collect.pieces import CollectContext, Collected
 from connector.operate import metrics
+from connector.publish.batch_plan import BatchInput
 from connector.publish.batch_result import BatchResult
 from connector.sink import MirrorSink, SinkBatch
 from connector.storage.location import StorageLocation
@@ -39,26 +44,20 @@ log = logging.getLogger(__name__)
 class PublishBehind:
     """Publishes and commits one planned batch at a time on a thread of its own; ``wait`` joins it."""
 
-    def __init__(
-        self,
-        sink: MirrorSink,
-        done: Callable[[BatchResult, float, float], None],
-        failed: Callable[[int], None],
-    ) -> None:
-        self.sink = sink
+    def __init__(self, done: Callable[[BatchResult, float, float], None], failed: Callable[[int], None]) -> None:
         self._done = done
         self._failed = failed
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="publish-behind")
         self._future: Future[None] | None = None
 
     def submit(self, planned: SinkBatch, started: float, collected: float) -> None:
-        """Publish ``planned`` behind the caller; the batch before it must have been waited for."""
+        """Publish ``planned`` (left with ``finish_later``) behind the caller, after the batch before it."""
         self.wait()
         self._future = self._pool.submit(self._finish, planned, started, collected)
 
     def _finish(self, planned: SinkBatch, started: float, collected: float) -> None:
         try:
-            with self.sink.lock:
+            with planned:
                 result = planned.finish()
         except BaseException:
             # Raised again by the next ``wait`` (the next batch, or the stop); readiness says so meanwhile.
@@ -80,36 +79,21 @@ class PublishBehind:
             self._pool.shutdown(wait=True)
 
 
-class BatchWriter:
+class BatchWriter(ABC):
     """The ``foreachBatch`` function: one micro-batch → the sink → metrics and one log line."""
 
     def __init__(
         self,
         sink: MirrorSink,
         health: metrics.HealthState,
-        decode_on: str = "executors",
-        columnar: bool = True,
-        *,
         spark_checkpoint: SparkCheckpoint,
-        landing: StorageLocation,
+        *,
         stop: threading.Event | None = None,
-        publish_behind: bool = True,
-        kafka_read: KafkaReadSpec | None = None,
-        split: RangeSplit | None = None,
     ) -> None:
         self.sink = sink
-        # The executors stage their files in the landing zone: each task carries where it is and as whom.
-        self.landing = landing
-        self.stop = stop  # a graceful stop ends the wait between retries of a transiently failed batch
         self.health = health
-        self.decode_on = decode_on
-        self.columnar = columnar
         self.spark_checkpoint = spark_checkpoint
-        # Executors read the batch's Kafka ranges themselves (``source.reader: direct``); else from ``frame``.
-        self.kafka_read = kafka_read
-        self.split = split or RangeSplit()
-        behind = publish_behind and decode_on == "executors"
-        self._behind = PublishBehind(sink, self._report, self._publish_failed) if behind else None
+        self.stop = stop  # a graceful stop ends the wait between retries of a transiently failed batch
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Publish micro-batch ``batch_id``; raising fails the query (Spark then retries it on restart)."""
@@ -121,33 +105,12 @@ class BatchWriter:
             self.health.set(False, f"batch {batch_id} failed")
             raise
 
-    def close(self) -> None:
-        """Wait for the batch being published behind; call once the query has stopped."""
-        if self._behind is not None:
-            self._behind.close()
+    def close(self) -> None:  # noqa: B027 - only a writer that works behind the query has something to wait for
+        """Wait for what the writer still does behind the query; call once the query has stopped."""
 
+    @abstractmethod
     def _write(self, frame: DataFrame, batch_id: int) -> None:
-        started = time.monotonic()
-        if self.decode_on != "executors":
-            with self.sink.lock:
-                batch = self._begin(batch_id)
-                collected = started
-                if not batch.published:
-                    table = frame.toArrow()
-                    collected = time.monotonic()
-                    batch.plan(records_table=table, columnar=self.columnar)
-                else:
-                    batch.plan()
-                result = batch.finish()
-            self._report(result, started, collected)
-            return
-        planned, collected = self._collect_and_plan(frame, batch_id)
-        if self._behind is not None:
-            self._behind.submit(planned, started, collected)
-            return
-        with self.sink.lock:
-            result = planned.finish()
-        self._report(result, started, collected)
+        """Collect, plan and publish micro-batch ``batch_id`` (its report once committed)."""
 
     def _begin(self, batch_id: int) -> SinkBatch:
         """Begin a batch with Spark's offsets for it (a replay of a published batch is recognised, else refused).
@@ -157,43 +120,6 @@ class BatchWriter:
         """
         offsets = self.spark_checkpoint.offsets(batch_id)
         return self.sink.begin(batch_id, offsets, str(self.spark_checkpoint.folder))
-
-    def _collect_and_plan(self, frame: DataFrame, batch_id: int) -> tuple[SinkBatch, float]:
-        """Collect and stage on the executors (behind the previous batch's publish), then plan under the lock."""
-        context = self.sink.collect_context()
-        slices = self._collect(frame, batch_id, context)
-        collected = time.monotonic()
-        if self._behind is not None:
-            self._behind.wait()
-        with self.sink.lock:
-            batch = self._begin(batch_id)
-            if not batch.published:
-                now = batch.context
-                if now != context:
-                    # The previous batch's publish stopped a table, or a rebuild moved on: what the slices were
-                    # collected with no longer holds. Their files go, and the batch is collected again.
-                    log.info(
-                        "batch %d: the tables' state changed while it was collected; collecting it again", batch_id
-                    )
-                    self.sink.discard(slices)
-                    slices = self._collect(frame, batch_id, now)
-                    collected = time.monotonic()
-            return batch.plan(slices), collected
-
-    def _collect(self, frame: DataFrame, batch_id: int, context: CollectContext) -> list[Collected]:
-        task = self._task(batch_id, context)
-        if self.kafka_read is None:
-            return collect_slices(frame, task)
-        ranges = batch_ranges(self.spark_checkpoint, batch_id)
-        spark = frame.sparkSession
-        groups = self.split.groups(ranges, TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism))
-        return collect_ranges(spark, groups, task, self.kafka_read)
-
-    def _task(self, batch_id: int, context: CollectContext) -> SliceTask:
-        return SliceTask(batch_id, context, self.landing, columnar=self.columnar)
-
-    def _publish_failed(self, batch_id: int) -> None:
-        self.health.set(False, f"batch {batch_id} failed while it was published")
 
     def _report(self, result: BatchResult, started: float, collected: float) -> None:
         """Metrics, health and the batch's one log line, once it is committed."""
@@ -207,3 +133,103 @@ class BatchWriter:
                 log.error("table %s stopped: %s", table, reason)
         now = time.monotonic()
         log.info("%s", result.event_line(collect_s=collected - started, duration_s=now - started))
+
+
+class DriverBatchWriter(BatchWriter):
+    """``decode_on: driver``: the batch comes to the driver as Arrow columns and is collected and published there."""
+
+    def __init__(
+        self,
+        sink: MirrorSink,
+        health: metrics.HealthState,
+        spark_checkpoint: SparkCheckpoint,
+        *,
+        columnar: bool = True,
+        stop: threading.Event | None = None,
+    ) -> None:
+        super().__init__(sink, health, spark_checkpoint, stop=stop)
+        self.columnar = columnar
+
+    def _write(self, frame: DataFrame, batch_id: int) -> None:
+        started = collected = time.monotonic()
+        with self._begin(batch_id) as batch:
+            given = BatchInput()
+            if not batch.published:
+                given = BatchInput(table=frame.toArrow(), columnar=self.columnar)
+                collected = time.monotonic()
+            batch.plan(given)
+        self._report(batch.result, started, collected)
+
+
+@dataclass(frozen=True)
+class ExecutorCollect:
+    """How the executors collect and stage a batch.
+
+    ``landing_location`` is where they stage (absolute, with the identity each task writes as); ``kafka_read``,
+    when set, has them read the batch's Kafka ranges themselves (``source.reader: direct``, split into tasks by
+    ``split``), else they take Spark's source rows from the batch's frame.
+    """
+
+    landing_location: StorageLocation
+    columnar: bool = True
+    kafka_read: KafkaReadSpec | None = None
+    split: RangeSplit = RangeSplit()
+
+
+class ExecutorBatchWriter(BatchWriter):
+    """``decode_on: executors``: the executors collect and stage each batch, the driver plans it.
+
+    The driver then publishes and commits it behind the next batch's collecting (``PublishBehind``).
+    """
+
+    def __init__(
+        self,
+        sink: MirrorSink,
+        health: metrics.HealthState,
+        spark_checkpoint: SparkCheckpoint,
+        collect: ExecutorCollect,
+        *,
+        stop: threading.Event | None = None,
+    ) -> None:
+        super().__init__(sink, health, spark_checkpoint, stop=stop)
+        self.collect = collect
+        self._behind = PublishBehind(self._report, self._publish_failed)
+
+    def close(self) -> None:
+        """Wait for the batch being published behind; call once the query has stopped."""
+        self._behind.close()
+
+    def _write(self, frame: DataFrame, batch_id: int) -> None:
+        """Collect on the executors (behind the previous batch's publish), plan, and publish behind the next one."""
+        started = time.monotonic()
+        context = self.sink.collect_context()
+        slices = self._collect(frame, batch_id, context)
+        collected = time.monotonic()
+        self._behind.wait()
+        with self._begin(batch_id) as batch:
+            if not batch.published:
+                now = batch.context
+                if now != context:
+                    # The previous batch's publish stopped a table, or a rebuild moved on: what the slices were
+                    # collected with no longer holds. Their files go, and the batch is collected again.
+                    log.info(
+                        "batch %d: the tables' state changed while it was collected; collecting it again", batch_id
+                    )
+                    self.sink.discard(slices)
+                    slices = self._collect(frame, batch_id, now)
+                    collected = time.monotonic()
+            batch.plan(BatchInput(slices))
+            batch.finish_later()
+        self._behind.submit(batch, started, collected)
+
+    def _collect(self, frame: DataFrame, batch_id: int, context: CollectContext) -> list[Collected]:
+        task = SliceTask(batch_id, context, self.collect.landing_location, columnar=self.collect.columnar)
+        if self.collect.kafka_read is None:
+            return collect_slices(frame, task)
+        ranges = batch_ranges(self.spark_checkpoint, batch_id)
+        spark = frame.sparkSession
+        groups = self.collect.split.groups(ranges, TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism))
+        return collect_ranges(spark, groups, task, self.collect.kafka_read)
+
+    def _publish_failed(self, batch_id: int) -> None:
+        self.health.set(False, f"batch {batch_id} failed while it was published")

@@ -34,7 +34,7 @@ from connector.secrets import has_secret_reference, is_secret_setting, resolve_s
 from connector.sink import MirrorSink
 from connector.storage import Storage, is_remote
 from connector.storage.location import StorageLocation
-from connector.stream.batch_writer import BatchWriter
+from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
 from connector.stream.broker_check import BrokerCheck
 from connector.stream.data_loss_healing import heal_data_loss, kafka_check
 from connector.stream.debezium_settings import check_debezium_settings
@@ -195,17 +195,17 @@ def _batch_writer(started: StartedJob, graceful: GracefulStop) -> BatchWriter:
     if settings.source.kind == "kafka":
         how = "the executors read each batch's offsets themselves" if kafka_read else "Spark's Kafka source reads"
         log.info("%s (%s)", how, why)
-    return BatchWriter(
-        started.writer.sink,
-        started.health,
-        settings.spark.decode_on,
+    sink, health, spark_checkpoint = started.writer.sink, started.health, started.spark_checkpoint
+    if settings.spark.decode_on == "driver":
+        columnar = settings.spark.columnar_decode
+        return DriverBatchWriter(sink, health, spark_checkpoint, columnar=columnar, stop=graceful.requested)
+    collect = ExecutorCollect(
+        started.writer.landing_location,
         settings.spark.columnar_decode,
-        spark_checkpoint=started.spark_checkpoint,
-        landing=started.writer.landing_location,
-        stop=graceful.requested,
-        kafka_read=kafka_read,
-        split=RangeSplit(settings.source.max_records_per_partition, settings.source.min_partitions),
+        kafka_read,
+        RangeSplit(settings.source.max_records_per_partition, settings.source.min_partitions),
     )
+    return ExecutorBatchWriter(sink, health, spark_checkpoint, collect, stop=graceful.requested)
 
 
 def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRecorder) -> int:

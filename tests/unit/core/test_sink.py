@@ -23,10 +23,11 @@ from typing_extensions import override
 
 from connector.config import MirrorSettings, TableSettings
 from connector.events import KafkaRecord
-from connector.readback.landing_reader import arrow_owned, read_data_file
-from connector.readback.validate import validate_landing_zone
+from connector.publish.batch_plan import BatchInput
 from connector.publish.ledger import TableState
 from connector.publish.lifecycle import Phase
+from connector.readback.landing_reader import arrow_owned, read_data_file
+from connector.readback.validate import validate_landing_zone
 from connector.sink import MirrorSink
 from connector.storage.base import FileInfo, Storage, WriterIdentity, WriterLease
 from connector.storage.local import LocalStorage
@@ -867,18 +868,18 @@ def test_recovering_a_plan_whose_files_mirroring_already_processed_and_deleted_s
 def test_a_batch_is_begun_planned_and_finished_in_that_order_once(zone: Zone) -> None:
     t = customers()
     sink = zone.sink()
-    batch = sink.begin(0)
-    with pytest.raises(RuntimeError, match="batch 0 is begun, it cannot be finished now"):
-        batch.finish()
-    batch.plan(records=[t.record("c", None, row(1))])
-    with pytest.raises(RuntimeError, match="batch 0 is planned, it cannot be planned now"):
-        batch.plan(records=[t.record("c", None, row(2))])
-    assert batch.finish().files == 1
-    with pytest.raises(RuntimeError, match="batch 0 is finished, it cannot be finished now"):
-        batch.finish()
+    with sink.begin(0) as batch:
+        with pytest.raises(RuntimeError, match="batch 0 is begun, it cannot be finished now"):
+            batch.finish()
+        batch.plan(BatchInput(records=[t.record("c", None, row(1))]))
+        with pytest.raises(RuntimeError, match="batch 0 is planned, it cannot be planned now"):
+            batch.plan(BatchInput(records=[t.record("c", None, row(2))]))
+        assert batch.finish().files == 1
+        with pytest.raises(RuntimeError, match="batch 0 is finished, it cannot be finished now"):
+            batch.finish()
     assert zone.markers() == [(1, 0)]
     # The same batch id again (Spark's replay after a crash before its own commit) publishes nothing.
-    again = zone.sink().begin(0)
-    assert again.published
-    assert again.plan(records=[t.record("c", None, row(2))]).finish().already_committed
+    with zone.sink().begin(0) as again:
+        assert again.published
+        assert again.plan(BatchInput(records=[t.record("c", None, row(2))])).finish().already_committed
     assert zone.markers() == [(1, 0)]

@@ -18,6 +18,7 @@ from connector.commands.cli import main
 from connector.config import SourceSettings
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.kcat import kcat_line
+from connector.publish.batch_plan import BatchInput
 from connector.publish.ledger import SOURCE_HISTORY, BatchLedger, BatchSource, LedgerState, TableState
 from connector.publish.source_offsets import RECOVERY, check_batch, check_start, describe
 from connector.storage.local import LocalStorage
@@ -228,9 +229,9 @@ def test_an_empty_or_new_checkpoint_belongs_to_any_source(tmp_path: Path) -> Non
 def test_sink_records_each_batchs_offsets_and_refuses_a_reused_batch_id(zone: Zone) -> None:
     t = customers()
     sink = zone.sink()
-    batch = sink.begin(0, kafka(p0=1), SPARK)
-    assert batch.published is False
-    batch.plan(records=[t.record("c", None, row(1))]).finish()
+    with sink.begin(0, kafka(p0=1), SPARK) as batch:
+        assert batch.published is False
+        batch.plan(BatchInput(records=[t.record("c", None, row(1))])).finish()
     saved = orjson.loads((zone.checkpoint / "ledger" / "state.json").read_bytes())
     assert saved["sources"] == [{"batch_id": 0, "offsets": list(kafka(p0=1))}]
     before = zone.snapshot()
@@ -241,12 +242,12 @@ def test_sink_records_each_batchs_offsets_and_refuses_a_reused_batch_id(zone: Zo
         restarted.begin(0, kafka(p0=3), SPARK)
     assert zone.snapshot() == before
     # The genuine replay of batch 0 is still recognised, and the next batch is recorded too.
-    replayed = restarted.begin(0, kafka(p0=1), SPARK)
-    assert replayed.published is True
-    assert replayed.plan().finish().already_committed
-    batch = restarted.begin(1, kafka(p0=3), SPARK)
-    assert batch.published is False
-    batch.plan(records=[t.record("c", None, row(2)), t.record("c", None, row(3))]).finish()
+    with restarted.begin(0, kafka(p0=1), SPARK) as replayed:
+        assert replayed.published is True
+        assert replayed.plan().finish().already_committed
+    with restarted.begin(1, kafka(p0=3), SPARK) as batch:
+        assert batch.published is False
+        batch.plan(BatchInput(records=[t.record("c", None, row(2)), t.record("c", None, row(3))])).finish()
     assert [s.batch_id for s in zone.sink().state.sources] == [0, 1]
 
 

@@ -18,6 +18,7 @@ from connector.collect.record_path import SliceCollector
 from connector.collect.staging import stage_slice
 from connector.config import MirrorSettings
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord
+from connector.publish.batch_plan import BatchInput
 from connector.readback.replay import replay_landing_zone
 from connector.readback.validate import validate_landing_zone
 from connector.sink import MirrorSink
@@ -45,7 +46,8 @@ def publish_in_slices(sink: MirrorSink, batch_id: int, records: list[KafkaRecord
         stage_slice(sink.landing, batch_id, SliceCollector(context).collect(part), context)
         for part in by_partition(records)
     ]
-    sink.begin(batch_id).plan([pickle.loads(pickle.dumps(s)) for s in staged]).finish()
+    with sink.begin(batch_id) as batch:
+        batch.plan(BatchInput([pickle.loads(pickle.dumps(s)) for s in staged])).finish()
 
 
 def test_partition_slices_publish_the_same_mirror_as_one_slice(tmp_path: Path) -> None:
@@ -127,7 +129,8 @@ def test_a_spark_partition_becomes_one_pickled_slice(tmp_path: Path) -> None:
     assert all(p.table is None and p.files for p in collected.pieces.values())
     staged = {f.path for p in collected.pieces.values() for f in p.files}
     assert staged == {str(p.relative_to(tmp_path / "lz")) for p in (tmp_path / "lz").rglob("_staged_*")}
-    sink.begin(0).plan([collected]).finish()
+    with sink.begin(0) as batch:
+        batch.plan(BatchInput([collected])).finish()
     assert replayed_rows(replay_landing_zone(LocalStorage(tmp_path / "lz"))) == workload.expected()
     assert not list((tmp_path / "lz").rglob("_staged_*"))
     assert list(collect_partition(task, iter([]))) == []
@@ -155,7 +158,8 @@ def test_what_a_failed_task_attempt_staged_goes_once_its_batch_commits(tmp_path:
     sink.landing.create(next_batch, b"staged by batch 2 already")
     assert orphans and all(sink.landing.exists(path) for path in orphans)
 
-    sink.begin(1).plan([pickle.loads(pickle.dumps(s)) for s in [retry, *others]]).finish()
+    with sink.begin(1) as batch:
+        batch.plan(BatchInput([pickle.loads(pickle.dumps(s)) for s in [retry, *others]])).finish()
 
     assert not any(sink.landing.exists(path) for path in orphans)
     assert sink.landing.exists(next_batch)
