@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict
 from typing import Any
 
 import orjson
@@ -18,78 +17,15 @@ import orjson
 from connector.errors import ConfigError
 from connector.operate.job_status import read_job_status
 from connector.operate.rebuild import request_rebuild
-from connector.publish.ledger import STATE_FILE, BatchLedger, LedgerState, TableState
+from connector.operate.table_status import TableLine, table_lines, table_state_word
+from connector.publish.ledger import STATE_FILE, BatchLedger
 from connector.publish.lifecycle import Phase
 from connector.storage.base import Storage
 
+__all__ = ["TableLine", "rebuild_command", "table_lines", "table_state_word", "tables_command"]
+
 #: How often ``rebuild --wait`` looks at the ledger.
 WAIT_POLL_S = 1.0
-
-
-@dataclass(frozen=True)
-class TableLine:
-    """One table as ``tables`` shows it."""
-
-    table: str
-    state: str
-    reason: str | None
-    last_file: int
-    files: int
-    rows: int
-    last_batch: str | None
-    load: str = "changes"  # initial-load while only initial-snapshot reads were published, else changes
-    marker_free_rows: int = 0  # rows published in files without __rowMarker__
-    fabric_state: str | None = None
-    fabric_rows: int | None = None
-
-    def text(self) -> str:
-        """The human line."""
-        parts = [
-            f"{self.table}",
-            f"state={self.state}",
-            f"last_file={self.last_file}",
-            f"files={self.files}",
-            f"rows={self.rows}",
-            f"load={self.load}",
-            f"marker_free_rows={self.marker_free_rows}",
-            f"last_batch={self.last_batch or '-'}",
-        ]
-        if self.fabric_state is not None:
-            parts.append(f"fabric={self.fabric_state}")
-            if self.fabric_rows is not None:
-                parts.append(f"fabric_rows={self.fabric_rows}")
-        if self.reason:
-            parts.append(f"reason={self.reason}")
-        return "  ".join(parts)
-
-
-def table_state_word(table: TableState) -> str:
-    """running, stopped, rebuilding:<phase> or refreshing (``Lifecycle.word``)."""
-    return table.lifecycle.word
-
-
-def table_lines(state: LedgerState, fabric: Mapping[str, Any] | None = None) -> list[TableLine]:
-    """One line per table of the ledger's state, with Fabric's state when ``fabric`` (status by table id) is given."""
-    lines = []
-    for tid, table in sorted(state.tables.items()):
-        reason = _reason(table)
-        status = fabric.get(tid) if fabric is not None else None
-        lines.append(
-            TableLine(
-                table=tid,
-                state=table_state_word(table),
-                reason=reason,
-                last_file=table.next_number - 1,
-                files=table.files_published,
-                rows=table.rows_published,
-                last_batch=_iso(table.last_published_at),
-                load="changes" if table.initial_load_ended else "initial-load",
-                marker_free_rows=table.marker_free_rows,
-                fabric_state=None if fabric is None else str(getattr(status, "state", "absent")),
-                fabric_rows=getattr(status, "processed_rows", None) if status else None,
-            )
-        )
-    return lines
 
 
 def tables_command(checkpoint: Storage, *, as_json: bool, fabric: Mapping[str, Any] | None = None) -> int:
@@ -145,25 +81,9 @@ def rebuild_command(
     return 1
 
 
-def _reason(table: TableState) -> str | None:
-    """Why the table stands where it does; for a re-read table, when and why it was re-read."""
-    lifecycle = table.lifecycle
-    if lifecycle.phase is Phase.SNAPSHOT_REQUESTED:
-        # A refresh re-reads the table into its folder; a rebuild recreated the folder first.
-        done = "refreshed" if lifecycle.refreshed else "rebuilt"
-        return f"{done} {_iso(lifecycle.since)} (was: {lifecycle.reason})"
-    return lifecycle.reason if lifecycle.phase is not Phase.RUNNING else None
-
-
 def _ledger(checkpoint: Storage) -> BatchLedger:
     ledger = BatchLedger(checkpoint)
     if not ledger.has_state:
         msg = f"no ledger at {checkpoint.url}/{STATE_FILE}: is this the connector's checkpoint folder?"
         raise ConfigError(msg)
     return ledger
-
-
-def _iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

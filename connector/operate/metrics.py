@@ -7,18 +7,30 @@ schema, never by data.
 from __future__ import annotations
 
 import errno
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from socketserver import ThreadingMixIn
 from typing import Any, Protocol
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 from connector import __version__
 from connector.errors import ConfigError
 from connector.fabric.status import FabricDatabaseStatus, FabricTableStatus
+from connector.operate import status_page
+from connector.operate.status_history import BatchSample
+from connector.operate.status_model import StatusBoard
 from connector.publish.batch_result import BatchResult
+
+log = logging.getLogger(__name__)
+
+#: What the status page shows (``/`` and ``/status.json``), filled by the functions below as the service runs.
+BOARD = StatusBoard()
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -169,8 +181,10 @@ def record_batch(result: BatchResult, now: float | None = None) -> None:
     BATCH_DURATION.observe(result.duration_s)
     BATCHES.labels("committed").inc()
     LAST_COMMIT.set(now)
-    if result.max_source_ts_ms is not None:
-        BATCH_LAG.set(max(0.0, now - result.max_source_ts_ms / 1000))
+    lag = None if result.max_source_ts_ms is None else max(0.0, now - result.max_source_ts_ms / 1000)
+    if lag is not None:
+        BATCH_LAG.set(lag)
+    BOARD.history.add_batch(BatchSample(now, result.records, result.duration_s, result.files, lag))
 
 
 class TableStates(Protocol):
@@ -201,8 +215,11 @@ def set_table_states(sink: TableStates) -> None:
 
 def record_offsets_behind(behind: Iterable[tuple[str, int, int]]) -> None:
     """Set offsets-behind per (topic, partition, offsets)."""
+    total = 0
     for topic, partition, count in behind:
         OFFSETS_BEHIND.labels(topic, str(partition)).set(count)
+        total += count
+    BOARD.history.add_offsets_behind(total)
 
 
 _fabric_lock = threading.Lock()
@@ -218,6 +235,7 @@ def record_fabric_status(tables: Mapping[str, FabricTableStatus] | None) -> None
     their last known values, so a failed table stays visible (and alerting) while the API is down.
     """
     global _fabric_registered
+    BOARD.fabric_tables(tables)
     with _fabric_lock:
         if not _fabric_registered:
             REGISTRY.register(FABRIC_STATUS_READABLE)
@@ -248,6 +266,7 @@ _database_registered = False
 def record_fabric_database(status: FabricDatabaseStatus | None) -> None:
     """Publish one read of the database's status; an unreadable one keeps the last value (as the tables do)."""
     global _database_registered
+    BOARD.fabric_database(status)
     if status is None:
         return
     with _fabric_lock:
@@ -324,18 +343,77 @@ def metrics_port_problem(port: int, exc: OSError) -> str:
     return f"metrics.port {port} cannot be listened on: {exc.strerror or type(exc).__name__}"
 
 
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    """One thread per connection: a browser's idle pre-opened connection must not hold up scrapes and probes."""
+
+    daemon_threads = True
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
         """Scrapes are not worth a log line each."""
 
 
-def serve(port: int, health: HealthState, host: str = "0.0.0.0") -> WSGIServer:  # noqa: S104 - a pod's port
+def table_counters() -> dict[str, dict[str, float]]:
+    """This process's per-table counts the status page shows: schema changes, data gaps, dead letters, errors."""
+    counters: dict[str, dict[str, float]] = {}
+    for name, counter in (
+        ("schema_changes", SCHEMA_CHANGES),
+        ("data_gaps", DATA_LOST),
+        ("dead_letters", DEAD_LETTERS),
+        ("publish_errors", PUBLISH_ERRORS),
+    ):
+        by_table = counters.setdefault(name, {})
+        for metric in counter.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    table = sample.labels["table"]
+                    by_table[table] = by_table.get(table, 0.0) + sample.value
+    return counters
+
+
+def status_app(health: HealthState) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+    """The status page's WSGI app: ``/`` (HTML) and ``/status.json``, read-only (GET and HEAD)."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+            start_response("405 Method Not Allowed", [("Content-Type", "text/plain"), ("Allow", "GET, HEAD")])
+            return [b"read-only\n"]
+        try:
+            snapshot = BOARD.snapshot(health.status(), table_counters())
+            if environ.get("PATH_INFO") == "/status.json":
+                body = orjson.dumps(snapshot)
+                headers = [("Content-Type", "application/json"), *status_page.HEADERS[1:]]
+            else:
+                query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
+                body = status_page.render_page(snapshot, query).encode()
+                headers = list(status_page.HEADERS)
+        except Exception:  # noqa: BLE001 - the page must never take the metrics endpoint down
+            log.exception("the status page could not be rendered")
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+            return [b"the status page could not be rendered; see the service's log\n"]
+        start_response("200 OK", [*headers, ("Content-Length", str(len(body)))])
+        return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else body]
+
+    return app
+
+
+def serve(
+    port: int,
+    health: HealthState,
+    host: str = "0.0.0.0",  # noqa: S104 - a pod's port
+    *,
+    page: bool = True,
+) -> WSGIServer:
     """Start the HTTP endpoint in a daemon thread; returns the server (``server_port`` is the bound port).
+
+    ``page``: also serve the status page at ``/`` and ``/status.json`` (``metrics.status_page``).
 
     Raises:
         ConfigError: The port is taken (or not ours to bind); the message names it.
     """
     metrics_app = make_wsgi_app(REGISTRY)
+    page_app = status_app(health) if page else None
     # Evaluated at each scrape, like /readyz, so a stall shows without waiting for the next batch.
     READY.set_function(lambda: 1.0 if health.status()[0] else 0.0)
 
@@ -349,11 +427,13 @@ def serve(port: int, health: HealthState, host: str = "0.0.0.0") -> WSGIServer: 
             status = "200 OK" if ready else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain")])
             return [f"{reason}\n".encode()]
+        if page_app is not None and path in ("/", "/status.json"):
+            return page_app(environ, start_response)
         result: Iterable[bytes] = metrics_app(environ, start_response)
         return result
 
     try:
-        server = make_server(host, port, app, handler_class=_QuietHandler)
+        server = make_server(host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler)
     except OSError as exc:
         raise ConfigError(metrics_port_problem(port, exc)) from None
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()

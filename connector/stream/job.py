@@ -305,8 +305,9 @@ def _start_up(
     check_debezium_settings(settings)
     health = metrics.HealthState(stall_after_s=settings.metrics.stall_after_s)
     if settings.metrics.port:
-        server = metrics.serve(settings.metrics.port, health)
-        log.info("metrics on port %d (/metrics /healthz /readyz)", server.server_port)
+        server = metrics.serve(settings.metrics.port, health, page=settings.metrics.status_page)
+        page = " / /status.json" if settings.metrics.status_page else ""
+        log.info("metrics on port %d (/metrics /healthz /readyz%s)", server.server_port, page)
     # An incomplete fabric_status section, wrong ids or a stopped database fail here; later reads never stop it.
     fabric_status = FabricStatusPoller.open(settings, health)
     # A missing schema registry URL fails here, before Spark starts.
@@ -326,6 +327,8 @@ def _start_up(
     )
     settings = _agree_with_ledger(settings, writer, spark_checkpoint, topics, resume=resume_from_ledger_offsets)
     metrics.set_table_states(writer.sink)
+    metrics.BOARD.describe(settings)  # the status page: the job without secrets, then the sink's tables
+    metrics.BOARD.attach_tables(writer.sink)
     if graceful.requested.is_set():
         return None
     log.info(

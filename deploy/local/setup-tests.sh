@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh machine, idempotently:
-#   Debian packages (PostgreSQL and MariaDB for the end-to-end stacks, Prometheus for promtool and the server),
+#   Debian packages (PostgreSQL and MariaDB for the end-to-end stacks, Prometheus for promtool and the server,
+#   chromium and chromium-driver for the status page's browser test),
 #   the project in .venv with the locked set of requirements/test.txt (runtime, verify and test extras: psycopg,
 #   PyMySQL, deltalake, pytest, ruff, mypy, uv), the jar sets from Maven Central (Kafka broker,
 #   Spark's Kafka source, Kafka Connect + Debezium (Postgres; MariaDB in a set of its own), Apicurio's
@@ -18,6 +19,9 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v mariadb-install-db >/dev/null || missing+=(mariadb-server mariadb-client)
 command -v etcd >/dev/null || missing+=(etcd-server)
+# Headless Chromium and its WebDriver for the status page's browser test (driven by Selenium from requirements).
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 if ((${#missing[@]})); then
   log "apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

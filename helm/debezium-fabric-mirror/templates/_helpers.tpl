@@ -323,7 +323,7 @@ reference that the kubelet expands, never the password itself.
   "landing_zone" $landing
   "checkpoint" $checkpoint
   "trigger" .Values.trigger
-  "metrics" (dict "port" (int64 .Values.metrics.port))
+  "metrics" (dict "port" (int64 .Values.metrics.port) "status_page" (ne (toString .Values.metrics.statusPage) "false"))
   "spark" (dict "master" $master "conf" $conf "decode_on" .Values.spark.decodeOn)
   "mirror" (dict "partner_name" $m.partnerName "replay_safe_inserts" $m.replaySafeInserts "initial_load" ($m.initialLoad | default "marker-free") "truncate_policy" $m.truncatePolicy "toast_policy" $m.toastPolicy "file_format" $m.fileFormat "on_table_stopped" $m.onTableStopped "rebuild" (dict "wait_s" $m.rebuildWaitSeconds))
 -}}
