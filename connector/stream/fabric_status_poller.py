@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 
 from connector.config import ConnectorSettings
 from connector.errors import ConfigError
-from connector.operate import metrics
 from connector.fabric.status import (
     FabricDatabaseStatus,
     FabricStatusReader,
@@ -25,6 +24,7 @@ from connector.fabric.status import (
     FabricTableStatus,
     open_fabric_status,
 )
+from connector.operate import metrics
 
 #: Answers that are a setting's fault, not an outage: they stop ``run`` at start.
 _DEFINITE_REFUSALS = frozenset({400, 401, 403, 404})

@@ -25,9 +25,9 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer
 
-from connector.readback.verify import verify
 from connector.publish.ledger import BatchLedger, TableState
 from connector.publish.lifecycle import Phase
+from connector.readback.verify import verify
 from connector.storage import LocalStorage
 from tests.e2e.mirror_source import postgres_source, wait_for_watermark
 from tests.support.debezium import notification

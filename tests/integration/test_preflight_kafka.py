@@ -25,10 +25,10 @@ from confluent_kafka.admin import AdminClient
 
 from connector.config import SourceSettings
 from connector.events import KafkaRecord
-from connector.readback.replay import replay_landing_zone
-from connector.readback.validate import validate_landing_zone
 from connector.publish.ledger import BatchLedger
 from connector.publish.lifecycle import Lifecycle, Phase
+from connector.readback.replay import replay_landing_zone
+from connector.readback.validate import validate_landing_zone
 from connector.storage.local import LocalStorage
 from connector.stream.data_loss import LostRange, Partition, check_offsets, read_offsets_log
 from connector.stream.snapshot_signal import signal_value

@@ -21,9 +21,9 @@ from connector.config import MirrorSettings, SchemaChangeSettings, SchemaRegistr
 from connector.debezium import schema_registry
 from connector.events import KafkaRecord
 from connector.operate.deadletter_folder import FolderDeadLetterWriter
+from connector.publish.batch_result import BatchResult
 from connector.readback.replay import replay_landing_zone
 from connector.readback.validate import validate_landing_zone
-from connector.publish.batch_result import BatchResult
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from tests.support.model import Workload, replayed_rows
