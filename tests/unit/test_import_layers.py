@@ -2,8 +2,8 @@
 
 Layers, top to bottom (a module may import its own package and anything on a lower layer):
 ``__main__`` → ``commands`` → ``stream`` → ``readback``, ``mirror_writer`` → ``sink`` → ``operate`` → ``fabric`` →
-``publish`` → ``collect`` → ``landing_zone`` → ``debezium``, ``kafka_client``, ``record_columns`` → ``config`` → ``storage`` →
-``secrets``, ``kcat`` → ``errors``, ``events``. Every import counts, also those inside functions.
+``publish`` → ``collect`` → ``landing_zone`` → ``debezium``, ``kafka_client``, ``record_columns`` → ``config`` →
+``storage`` → ``secrets``, ``kcat`` → ``errors``, ``events``. Every import counts, also those inside functions.
 """
 
 from __future__ import annotations
