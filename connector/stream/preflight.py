@@ -65,10 +65,10 @@ class Checked:
 
 
 def check_before_spark(settings: ConnectorSettings) -> Checked:
-    """Check the landing zone, the checkpoint, the metrics port and the source before Spark starts.
+    """Check the checkpoint, the landing zone, the metrics port and the source before Spark starts.
 
-    Local checks come first: they take milliseconds, a OneLake landing zone about a second, the Kafka
-    check up to ``source.connect_timeout_s``.
+    The checkpoint must be a local folder (Spark's checkpoint lives in it). Local checks come first: they take
+    milliseconds, a OneLake landing zone about a second, the Kafka check up to ``source.connect_timeout_s``.
 
     Returns:
         The landing zone, opened once for the checks and the job, and the topics found.
@@ -77,6 +77,9 @@ def check_before_spark(settings: ConnectorSettings) -> Checked:
         ConfigError: The first problem found, naming the setting and what it points at.
         StorageError: A OneLake landing zone is missing or refuses the identity (``open_remote_landing_zone``).
     """
+    if settings.checkpoint_location.remote:
+        msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
+        raise ConfigError(msg)
     landing_zone = settings.landing_zone.location  # an empty, SAS-carrying or malformed URL is refused here
     if not landing_zone.remote:
         check_local_folder(landing_zone.url, "landing_zone.url")
