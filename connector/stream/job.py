@@ -24,7 +24,7 @@ import orjson
 from connector.config import ConnectorSettings, spark_interval
 from connector.debezium.decoder import open_decoder
 from connector.debezium.types import type_policy
-from connector.errors import ConfigError, ConnectorError
+from connector.errors import ConnectorError
 from connector.mirror_writer import MirrorWriter, open_mirror_writer
 from connector.operate import metrics
 from connector.operate.job_status import JobStatusRecorder
@@ -32,8 +32,7 @@ from connector.publish.ledger import BatchLedger
 from connector.publish.source_identity import check_topic_prefix, check_topics
 from connector.secrets import has_secret_reference, is_secret_setting, resolve_secret_references
 from connector.sink import MirrorSink
-from connector.storage import Storage, is_remote
-from connector.storage.location import StorageLocation
+from connector.storage import Storage
 from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
 from connector.stream.broker_check import BrokerCheck
 from connector.stream.data_loss_healing import heal_data_loss, kafka_check
@@ -284,10 +283,8 @@ def _start_up(
     settings: ConnectorSettings, graceful: GracefulStop, status: JobStatusRecorder, *, resume_from_ledger_offsets: bool
 ) -> StartedJob | None:
     """Every check and recovery before Spark starts; ``None`` when a stop was requested meanwhile."""
-    if is_remote(settings.checkpoint):
-        msg = "the Spark checkpoint must be a local or mounted folder (a PVC); put only the landing zone on OneLake"
-        raise ConfigError(msg)
-    topics = check_before_spark(settings)
+    checked = check_before_spark(settings)  # the landing zone opened once: one client (one token on OneLake)
+    landing, topics = checked.landing, checked.topics
     if topics:
         settings = with_consumer_cache(settings, sum(topics.values()))
     spark_checkpoint = SparkCheckpoint(Path(settings.checkpoint) / "spark")
@@ -296,8 +293,6 @@ def _start_up(
         # whose topics the pattern no longer matches, fails inside Spark, or as a misleading data-loss error:
         # refused first, read-only, before the landing zone. A resume moves that folder aside instead.
         spark_checkpoint.verify_source(settings.source)
-    # Opened once: the read-only check below and the writer's fence use the same client (one token on OneLake).
-    landing = settings.landing_zone.location.absolute().open()
     if topics is not None:
         _check_topic_prefix(settings, topics, landing)
     if graceful.requested.is_set():
@@ -350,11 +345,10 @@ def _check_topic_prefix(settings: ConnectorSettings, topics: Collection[str], la
     Read-only, before the fence: the landing zone is listed and the ledger read, not locked.
     """
     prefix = check_topics(topics, settings.mirror, settings.landing_zone.location.url)
-    checkpoint = StorageLocation(settings.checkpoint, setting="checkpoint")
     check_topic_prefix(
         prefix,
         landing,
-        BatchLedger(checkpoint.open()).state,
+        BatchLedger(settings.checkpoint_location.open()).state,
         where_ledger=settings.checkpoint,
         topics=settings.source.topics,
     )
