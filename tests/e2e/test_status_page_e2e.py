@@ -124,15 +124,13 @@ def running(shared_stack: dict[str, str], tmp_path: Path) -> Iterator[dict[str, 
         # A secret the page must never show: librdkafka and the Kafka client ignore it over PLAINTEXT.
         f"    ssl.key.password: {SECRET}\n"
     )
-    port = free_port()
     log = tmp_path / "connector.log"
     command = [sys.executable, "-m", "connector", "run", "--config", str(config)]
     command += ["--bootstrap-servers", shared_stack["bootstrap.servers"]]
     command += ["--topics", re.escape(prefix) + r"\.public\.sp_(keep|trunc|rebuild)"]
     command += ["--landing-zone", str(tmp_path / "lz"), "--checkpoint", str(tmp_path / "cp")]
-    command += ["--trigger", "1s", "--metrics-port", str(port)]
-    with log.open("a") as out:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=out, stderr=out, env=dict(os.environ))
+    command += ["--trigger", "1s"]
+    process, port = start_run(command, log)
     try:
         yield {"base": f"http://127.0.0.1:{port}", "process": process, "log": log, "tmp": tmp_path, "prefix": prefix}
     finally:
@@ -146,6 +144,29 @@ def running(shared_stack: dict[str, str], tmp_path: Path) -> Iterator[dict[str, 
         with psycopg.connect(shared_stack["postgres"], autocommit=True) as conn:
             for table in TABLES:
                 conn.execute(f"DROP TABLE IF EXISTS public.{table}")
+
+
+def start_run(command: list[str], log: Path, attempts: int = 3) -> tuple[subprocess.Popen[bytes], int]:
+    """``run`` on a free port; again on another when a concurrent process took the port first."""
+    for _ in range(attempts):
+        port = free_port()
+        with log.open("a") as out:
+            process = subprocess.Popen(
+                [*command, "--metrics-port", str(port)], cwd=REPO_ROOT, stdout=out, stderr=out, env=dict(os.environ)
+            )
+        deadline = time.monotonic() + WAIT_S
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                get_text(f"http://127.0.0.1:{port}/healthz")
+                return process, port
+            except OSError:
+                time.sleep(0.5)
+        if process.poll() is None or "already in use" not in log.read_text():
+            break
+    if process.poll() is None:
+        process.kill()
+        process.wait(timeout=30)
+    pytest.fail(f"run did not serve its metrics port:\n{log.read_text()[-4000:]}")
 
 
 def tables_command(checkpoint: Path) -> dict[str, str]:
@@ -164,65 +185,11 @@ def page_states(driver: Any) -> dict[str, str]:
 
 
 def test_status_page_in_a_browser(shared_stack: dict[str, str], running: dict[str, Any], browser: Any) -> None:
-    base, process, log, tmp = running["base"], running["process"], running["log"], running["tmp"]
-    ids = [f"public.{t}" for t in TABLES]
-
-    def all_tables() -> bool:
-        return {t["table"] for t in get_json(f"{base}/status.json")["tables"]} >= set(ids)
-
-    wait_until("every table on the page", all_tables, process, log)
-
-    # A poison record on sp_keep's topic: kept in the dead-letter folder, its table goes on.
-    producer = Producer({"bootstrap.servers": shared_stack["bootstrap.servers"]})
-    producer.produce(f"{running['prefix']}.public.sp_keep", key=b'{"id":999}', value=b'{"op":"c","after":')
-    assert producer.flush(30) == 0
-    with psycopg.connect(shared_stack["postgres"], autocommit=True) as conn:
-        conn.execute("TRUNCATE public.sp_trunc")
-        conn.execute("UPDATE public.sp_keep SET note = 'after' WHERE id <= 5")
-
-    stopped = wait_until(
-        "sp_trunc stopped",
-        lambda: (t := table_state(base, "public.sp_trunc")) and t["kind"] == "stopped" and t,
-        process,
-        log,
-    )
-    wait_until("the dead letter", lambda: get_json(f"{base}/status.json")["dead_letters"]["items"], process, log)
-
-    # The rebuild: its step shows on the page, then the table runs again.
-    requested = run_connector("rebuild", "public.sp_rebuild", "--checkpoint", str(tmp / "cp"))
-    assert requested.returncode == 0, requested.stdout + requested.stderr
-    step = wait_until(
-        "sp_rebuild rebuilding",
-        lambda: (t := table_state(base, "public.sp_rebuild")) and t["kind"] == "rebuilding" and t,
-        process,
-        log,
-    )
-    browser.get(base + "/?state=rebuilding&refresh=0")
-    shown = page_states(browser)
-    assert shown.get("public.sp_rebuild", "").startswith("rebuilding:"), (shown, step)
-    assert step["step"] in {"deleting", "waiting-for-fabric"}
-    wait_until(
-        "sp_rebuild running again", lambda: table_state(base, "public.sp_rebuild")["kind"] == "running", process, log
-    )
-
-    # Every table with the state `tables` prints (nothing moves now: sp_trunc stays stopped, the rest run).
-    browser.get(base + "/")
-    assert browser.find_elements(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]')  # the page reloads itself
-    browser.get(base + "/?refresh=0")  # not while the checks below hold its elements
-    assert page_states(browser) == tables_command(tmp / "cp")
-    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-table="public.sp_trunc"]')
-    assert "alert" in (row.get_attribute("class") or "")
-    assert "⚠" in row.find_element(By.CSS_SELECTOR, "td.state").text
-    assert stopped["reason"] and stopped["reason"] in row.find_element(By.CSS_SELECTOR, "td.reason").text
-
-    # The plots have points; the dead letter is listed as topic[partition]@offset.
-    for series in ("events_per_s", "batch_duration_s", "files"):
-        svg = browser.find_element(By.CSS_SELECTOR, f'svg[data-series="{series}"]')
-        assert int(svg.get_attribute("data-points") or 0) >= 1, series
-    assert browser.find_elements(By.CSS_SELECTOR, 'svg[data-series="events_per_s"] polyline')
-    dead = browser.find_element(By.CSS_SELECTOR, 'section[aria-labelledby="dl-h"] tbody').text
-    assert f"{running['prefix']}.public.sp_keep[0]@" in dead and "public.sp_keep" in dead
-
+    base, ids = running["base"], [f"public.{t}" for t in TABLES]
+    wait_for(running, "every table on the page", lambda: {t["table"] for t in status(base)["tables"]} >= set(ids))
+    stopped = stop_one_and_dead_letter_one(shared_stack, running)
+    rebuild_one(running, browser)
+    check_tables_plots_and_dead_letters(running, browser, stopped)
     check_accessibility(browser)
     # Filter and sort through the page's own controls (a GET form, links): still the service's own address.
     Select(browser.find_element(By.ID, "state")).select_by_value("stopped")
@@ -233,12 +200,77 @@ def test_status_page_in_a_browser(shared_stack: dict[str, str], running: dict[st
     browser.find_element(By.CSS_SELECTOR, 'th a[href*="sort=table"]').click()
     WebDriverWait(browser, 30).until(lambda d: "sort=table" in d.current_url)
     assert list(page_states(browser)) == sorted(ids)
-
     check_no_request_outside(browser, base)
     for text in (get_text(base + "/"), get_text(base + "/status.json"), browser.page_source):
         assert SECRET not in text
+    save_screenshot(browser, base)
+
+
+def status(base: str) -> dict[str, Any]:
+    return get_json(f"{base}/status.json")
+
+
+def wait_for(running: dict[str, Any], what: str, check: Callable[[], Any]) -> Any:
+    return wait_until(what, check, running["process"], running["log"])
+
+
+def stop_one_and_dead_letter_one(shared_stack: dict[str, str], running: dict[str, Any]) -> dict[str, Any]:
+    """A poison record on sp_keep's topic (dead-lettered, its table goes on) and a TRUNCATE that stops sp_trunc."""
+    base = running["base"]
+    producer = Producer({"bootstrap.servers": shared_stack["bootstrap.servers"]})
+    producer.produce(f"{running['prefix']}.public.sp_keep", key=b'{"id":999}', value=b'{"op":"c","after":')
+    assert producer.flush(30) == 0
+    with psycopg.connect(shared_stack["postgres"], autocommit=True) as conn:
+        conn.execute("TRUNCATE public.sp_trunc")
+        conn.execute("UPDATE public.sp_keep SET note = 'after' WHERE id <= 5")
+    stopped = wait_for(
+        running,
+        "sp_trunc stopped",
+        lambda: (t := table_state(base, "public.sp_trunc")) and t["kind"] == "stopped" and t,
+    )
+    wait_for(running, "the dead letter", lambda: status(base)["dead_letters"]["items"])
+    return dict(stopped)
+
+
+def rebuild_one(running: dict[str, Any], browser: Any) -> None:
+    """``rebuild`` of sp_rebuild: the page shows its step, then the table runs again."""
+    base = running["base"]
+    requested = run_connector("rebuild", "public.sp_rebuild", "--checkpoint", str(running["tmp"] / "cp"))
+    assert requested.returncode == 0, requested.stdout + requested.stderr
+    step = wait_for(
+        running,
+        "sp_rebuild rebuilding",
+        lambda: (t := table_state(base, "public.sp_rebuild")) and t["kind"] == "rebuilding" and t,
+    )
+    browser.get(base + "/?state=rebuilding&refresh=0")
+    shown = page_states(browser)
+    assert shown.get("public.sp_rebuild", "").startswith("rebuilding:"), (shown, step)
+    assert step["step"] in {"deleting", "waiting-for-fabric"}
+    wait_for(running, "sp_rebuild running again", lambda: table_state(base, "public.sp_rebuild")["kind"] == "running")
+
+
+def check_tables_plots_and_dead_letters(running: dict[str, Any], browser: Any, stopped: dict[str, Any]) -> None:
+    """Every table with the state ``tables`` prints (nothing moves now), the stopped one marked, plots, the letter."""
+    base = running["base"]
+    browser.get(base + "/")
+    assert browser.find_elements(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]')  # the page reloads itself
+    browser.get(base + "/?refresh=0")  # not while the checks below hold its elements
+    assert page_states(browser) == tables_command(running["tmp"] / "cp")
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-table="public.sp_trunc"]')
+    assert "alert" in (row.get_attribute("class") or "")
+    assert "⚠" in row.find_element(By.CSS_SELECTOR, "td.state").text
+    assert stopped["reason"] and stopped["reason"] in row.find_element(By.CSS_SELECTOR, "td.reason").text
+    for series in ("events_per_s", "batch_duration_s", "files"):
+        svg = browser.find_element(By.CSS_SELECTOR, f'svg[data-series="{series}"]')
+        assert int(svg.get_attribute("data-points") or 0) >= 1, series
+    assert browser.find_elements(By.CSS_SELECTOR, 'svg[data-series="events_per_s"] polyline')
+    dead = browser.find_element(By.CSS_SELECTOR, 'section[aria-labelledby="dl-h"] tbody').text
+    assert f"{running['prefix']}.public.sp_keep[0]@" in dead and "public.sp_keep" in dead
+
+
+def save_screenshot(browser: Any, base: str) -> None:
+    """The whole page, not the window: headless Chromium keeps the window within its virtual screen."""
     browser.get(base + "/?refresh=0")
-    # The whole page, not the window: headless Chromium keeps the window within its virtual screen.
     height = int(browser.execute_script("return document.documentElement.scrollHeight"))
     metrics = {"width": 1400, "height": min(height, 2400), "deviceScaleFactor": 1, "mobile": False}
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
