@@ -179,9 +179,9 @@ def _check_mirror(landing_zone: str, events: int) -> None:
 def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear script, printed as it goes
     """Run the benchmark and print its figures; the last line is the one the README records."""
     from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
-    from connector.stream.job import spark_session
     from connector.stream.source import kafka_read_spec, stream
     from connector.stream.spark_checkpoint import SparkCheckpoint
+    from connector.stream.spark_session import spark_session
 
     events, partitions = args.events, args.partitions
     topic = f"{BENCH_TOPIC}.{uuid.uuid4().hex[:6]}"

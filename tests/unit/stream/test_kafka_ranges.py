@@ -133,7 +133,7 @@ def test_c1_only_jit_when_the_executors_read_kafka_unless_spark_conf_says() -> N
 
 def test_the_catching_up_rate_counts_the_offsets_a_batch_covered() -> None:
     """Spark's processedRowsPerSecond is 0 when its frame is left unread: the rate comes from the offsets."""
-    from connector.stream.job import records_per_second
+    from connector.stream.progress import records_per_second
 
     progress = {
         "sources": [{"startOffset": {"a": {"0": 10}}, "endOffset": '{"a":{"0":110,"1":50}}'}],
