@@ -1,7 +1,7 @@
 """Write docs/configuration.md, the configuration reference, from the settings' JSON Schema.
 
 The schema (``connector/schemas/connector-config.schema.json``) is generated from ``ConnectorSettings``, and
-``tests/unit/core/test_config.py`` checks it is current; ``tests/unit/test_docs_config_reference.py`` checks that
+``tests/unit/config/test_settings.py`` checks it is current; ``tests/unit/test_docs_config_reference.py`` checks that
 this page is current with the schema. After a settings change:
 
     .venv/bin/python docs/gen_config_reference.py          (rewrites docs/configuration.md)
