@@ -1,6 +1,6 @@
 """The benchmark's change events: Debezium JsonConverter records of one 10-column table.
 
-The unit tests use them too (``tests/unit/collect/test_columnar.py`` checks the columnar lane against the record
+The unit tests use them too (``tests/unit/collect/test_lane.py`` checks the columnar lane against the record
 path on them), so they live here rather than inside a benchmark runner.
 """
 

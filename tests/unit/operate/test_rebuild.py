@@ -276,7 +276,7 @@ def test_a_rebuilt_table_writes_creates_and_reads_as_upserts_even_without_replay
     tmp_path: Path, lane: bool
 ) -> None:
     """The incremental snapshot's read of a row may follow a streamed create of it: an insert would duplicate it."""
-    from tests.unit.collect.test_columnar import as_arrow
+    from tests.unit.collect.test_lane import as_arrow
 
     signals = Signals()
     sink, landing, _ = make_sink(tmp_path, signals, on_table_stopped="rebuild", replay_safe_inserts=False)

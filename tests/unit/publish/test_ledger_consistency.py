@@ -25,7 +25,7 @@ from connector.storage.local import LocalStorage
 from connector.stream.resume import resume_from_ledger
 from connector.stream.spark_checkpoint import SparkCheckpoint
 from tests.support.landing import Landing
-from tests.unit.core.test_sink import CUSTOMERS, Zone, customers, row
+from tests.unit.test_sink import CUSTOMERS, Zone, customers, row
 
 SPARK = "/cp/spark"
 TOPIC = "dbserver1.public.customers"
