@@ -164,3 +164,17 @@ class BulkDeclined(Exception):  # noqa: N818 - not an error: a routing signal
 def decline(reason: str) -> NoReturn:
     """Leave the topic to the record path, saying why (logged at debug level)."""
     raise BulkDeclined(reason)
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The first line of ``text``, at most ``limit`` characters: a service's or library's message in one line."""
+    stripped = text.strip()
+    return stripped.splitlines()[0][:limit] if stripped else ""
+
+
+def exception_line(exc: BaseException, *, with_type: bool = False) -> str:
+    """``exc``'s message in one line (its type's name when it has none; prefixed by it with ``with_type``)."""
+    line = first_line(str(exc))
+    if not line:
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {line}" if with_type else line

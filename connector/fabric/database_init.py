@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from connector.errors import ConfigError, ConnectorError
+from connector.errors import ConfigError, ConnectorError, exception_line
 from connector.fabric.rest_api import FabricApi, FabricApiError
 from connector.fabric.status import identity_token, static_token
 from connector.storage.errors import StorageAccessDenied, StorageError, StorageNotFound
@@ -338,18 +338,18 @@ def probe_landing_zone(storage: Storage, url: str) -> None:
     except StorageNotFound as exc:
         raise ChainStepFailed(
             STEP_LANDING,
-            f"{url} not found ({_first_line(exc)})",
+            f"{url} not found ({exception_line(exc)})",
             "check the workspace and item ids; Fabric makes Files/LandingZone when it creates the database",
         ) from None
     except StorageAccessDenied as exc:
         raise ChainStepFailed(
             STEP_LANDING,
-            f"{url} refused a write ({_first_line(exc)})",
+            f"{url} refused a write ({exception_line(exc)})",
             "give the connector's identity the Contributor role (or higher) on the workspace",
         ) from None
     except (StorageError, OSError) as exc:
         raise ChainStepFailed(
-            STEP_LANDING, f"{url}: {_first_line(exc)}", "check the identity (AZURE_* variables) and retry"
+            STEP_LANDING, f"{url}: {exception_line(exc)}", "check the identity (AZURE_* variables) and retry"
         ) from None
 
 
@@ -422,7 +422,9 @@ def _partner_events(storage: Storage, request: InitRequest, url: str) -> None:
     try:
         ensure_partner_events(storage, request.partner_name, request.source_type, request.source_version)
     except (StorageError, OSError) as exc:
-        raise ChainStepFailed(STEP_PARTNER_EVENTS, f"{url}/_partnerEvents.json: {_first_line(exc)}", _PORTAL) from None
+        raise ChainStepFailed(
+            STEP_PARTNER_EVENTS, f"{url}/_partnerEvents.json: {exception_line(exc)}", _PORTAL
+        ) from None
 
 
 def open_landing_zone(location: StorageLocation) -> Storage:
@@ -436,8 +438,3 @@ def open_landing_zone(location: StorageLocation) -> Storage:
         raise ChainStepFailed(
             STEP_LANDING_TOKEN, f"landing_zone.credential {kind}: {exc}", "complete its AZURE_* settings"
         ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

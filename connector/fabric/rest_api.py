@@ -55,7 +55,7 @@ from urllib.parse import quote, urljoin
 import httpx
 import orjson
 
-from connector.errors import ConnectorError
+from connector.errors import ConnectorError, first_line
 from connector.fabric.status import FabricStatusUnreadable, TokenSource
 
 #: A wait the service asked for without saying how long (a 202 or 429 without Retry-After).
@@ -223,7 +223,7 @@ class FabricApi:
                     method, url, headers=headers, params=params, content=None if body is None else orjson.dumps(body)
                 )
             except httpx.HTTPError as exc:
-                raise FabricApiError(what, None, type(exc).__name__, _first_line(str(exc))) from None
+                raise FabricApiError(what, None, type(exc).__name__, first_line(str(exc))) from None
             throttled = response.status_code == 429 or (
                 response.status_code == 503 and "Retry-After" in response.headers
             )
@@ -255,7 +255,7 @@ class FabricApi:
                     error = state.get("error")
                     error = error if isinstance(error, dict) else {}
                     code = str(error.get("errorCode") or f"Operation{status.title()}")
-                    raise FabricApiError(what, 200, code, _first_line(str(error.get("message") or "")))
+                    raise FabricApiError(what, 200, code, first_line(str(error.get("message") or "")))
                 return self._operation_result(location, what) if location else {}
             poll = location or self._operation_url(response)
             if not poll:
@@ -333,7 +333,7 @@ def refusal(what: str, response: httpx.Response) -> FabricApiError:
         what,
         response.status_code,
         str(code) if code else None,
-        _first_line(str(message)) if message else response.reason_phrase,
+        first_line(str(message)) if message else response.reason_phrase,
     )
 
 
@@ -359,12 +359,7 @@ def _json_object(response: httpx.Response, what: str) -> dict[str, Any]:
     try:
         body = orjson.loads(response.content)
     except orjson.JSONDecodeError:
-        raise FabricApiError(what, response.status_code, "NotJson", _first_line(response.text[:200])) from None
+        raise FabricApiError(what, response.status_code, "NotJson", first_line(response.text[:200])) from None
     if not isinstance(body, dict):
         raise FabricApiError(what, response.status_code, "NotAnObject", f"a JSON {type(body).__name__}")
     return body
-
-
-def _first_line(text: str, limit: int = 300) -> str:
-    stripped = text.strip()
-    return stripped.splitlines()[0][:limit] if stripped else ""

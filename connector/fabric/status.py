@@ -67,7 +67,7 @@ import orjson
 from azure.core.exceptions import AzureError
 from pydantic import SecretStr
 
-from connector.errors import ConfigError, ConnectorError
+from connector.errors import ConfigError, ConnectorError, first_line
 from connector.landing_zone.layout import TableRef
 from connector.secrets import resolve_secret_references
 from connector.storage import CredentialKind, Storage
@@ -289,7 +289,7 @@ class RestFabricStatus(FabricStatusReader):
         try:
             response = self._client.post(url, params=params, headers=headers, content=b"")
         except httpx.HTTPError as exc:
-            msg = f"{type(exc).__name__}: {_first_line(str(exc))}"
+            msg = f"{type(exc).__name__}: {first_line(str(exc))}"
             raise FabricStatusUnreadable(msg) from None
         if response.status_code != 200:
             raise FabricStatusUnreadable(_describe_refusal(response), response.status_code)
@@ -315,7 +315,7 @@ class MonitoringFabricStatus(FabricStatusReader):
             msg = "the file does not exist (mirroring has not started, or monitoring_url is wrong)"
             raise FabricStatusUnreadable(msg) from None
         except (StorageError, OSError) as exc:
-            raise FabricStatusUnreadable(_first_line(str(exc)) or type(exc).__name__) from None
+            raise FabricStatusUnreadable(first_line(str(exc)) or type(exc).__name__) from None
         entries = _json_object(raw, "the file").get("tables")
         if not isinstance(entries, list):
             msg = "the file has no 'tables' list"
@@ -403,7 +403,7 @@ def identity_token(kind: CredentialKind, setting: str) -> TokenSource:
         try:
             return identity.credential.get_token(FABRIC_API_SCOPE).token
         except AzureError as exc:
-            msg = f"no token for the Fabric API from identity {identity.description}: {_first_line(str(exc))}"
+            msg = f"no token for the Fabric API from identity {identity.description}: {first_line(str(exc))}"
             raise FabricStatusUnreadable(msg) from None
 
     return token
@@ -464,7 +464,7 @@ def _json_object(raw: bytes, what: str) -> dict[str, Any]:
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        msg = f"{what} is not JSON: {_first_line(raw[:200].decode('utf-8', 'replace'))!r}"
+        msg = f"{what} is not JSON: {first_line(raw[:200].decode('utf-8', 'replace'))!r}"
         raise FabricStatusUnreadable(msg) from None
     if not isinstance(body, dict):
         msg = f"{what} is a JSON {type(body).__name__}, not an object"
@@ -481,13 +481,8 @@ def _describe_refusal(response: httpx.Response) -> str:
         body = None
     detail = _error_text(body) if isinstance(body, dict) else None
     if detail:
-        text += f" {_first_line(detail)}"
+        text += f" {first_line(detail)}"
     retry_after = response.headers.get("Retry-After")
     if response.status_code == 429 and retry_after:
         text += f" (retry after {retry_after}s)"
     return text
-
-
-def _first_line(text: str, limit: int = 300) -> str:
-    stripped = text.strip()
-    return stripped.splitlines()[0][:limit] if stripped else ""

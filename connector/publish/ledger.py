@@ -23,7 +23,7 @@ import orjson
 import pyarrow as pa
 
 from connector.config import MirrorSettings
-from connector.errors import LandingZoneCorrupt
+from connector.errors import LandingZoneCorrupt, exception_line
 from connector.publish.lifecycle import V1_FIELDS, Lifecycle
 from connector.storage.base import Storage
 
@@ -276,8 +276,8 @@ class BatchLedger:
             return LedgerState.from_json(orjson.loads(raw))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             msg = (
-                f"{self.storage.url}/{STATE_FILE} is unreadable ({_first_line(exc)}); restore it from a backup "
-                "of the checkpoint, or start over with a new checkpoint and an emptied landing zone"
+                f"{self.storage.url}/{STATE_FILE} is unreadable ({exception_line(exc, with_type=True)}); restore it "
+                "from a backup of the checkpoint, or start over with a new checkpoint and an emptied landing zone"
             )
             raise LandingZoneCorrupt(msg) from None
 
@@ -302,8 +302,8 @@ class BatchLedger:
             # files reached their numbered names is unknown, and guessing could leave a gap or a duplicate.
             msg = (
                 f"{self.storage.url}/{path} (the plan of an interrupted batch) is unreadable "
-                f"({_first_line(exc)}); restore it from a backup of the checkpoint, or start over with a new "
-                "checkpoint and an emptied landing zone"
+                f"({exception_line(exc, with_type=True)}); restore it from a backup of the checkpoint, or start over "
+                "with a new checkpoint and an emptied landing zone"
             )
             raise LandingZoneCorrupt(msg) from None
 
@@ -376,11 +376,6 @@ def _gaps_from_json(raw: dict[str, Any] | None) -> tuple[DataGap, ...]:
         )
         for g in raw["gaps"]
     )
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _plan_path(batch_id: int) -> str:

@@ -20,6 +20,7 @@ from azure.core.exceptions import (
     ServiceResponseError,
 )
 
+from connector.errors import first_line
 from connector.storage.errors import StorageAccessDenied, StorageError, StorageNotFound, StorageUnavailable
 from connector.storage.onelake.location import LocationKind
 from connector.storage.retry import TRANSIENT_STATUSES
@@ -126,9 +127,3 @@ class ErrorTranslator:
                 "and item may be GUIDs or names like Sales.MountedRelationalDatabase."
             )
         return "Check the URL: storage account, container and folder (the account needs hierarchical namespace)."
-
-
-def first_line(text: str, limit: int = 300) -> str:
-    """The first line of a service or SDK message, cut to ``limit`` characters."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line[:limit]
