@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -52,15 +52,8 @@ class LocalStorage(Storage):
             self._create(target, data)
 
     def _create(self, target: Path, data: bytes) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Write aside, fsync, then link into place: readers never see a partial file.
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".part")
-        try:
-            _write_durably(fd, data)
-            os.link(tmp, target)
-        finally:
-            os.unlink(tmp)
-        _fsync_dir(target.parent)
+        # Linked into place: an existing name is never overwritten (FileExistsError).
+        _write_aside_then(target, data, lambda tmp: os.link(tmp, target))
 
     @override
     def write_aside(self, path: str, data: bytes) -> None:
@@ -83,15 +76,7 @@ class LocalStorage(Storage):
             self._replace(target, data)
 
     def _replace(self, target: Path, data: bytes) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".part")
-        try:
-            _write_durably(fd, data)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        _fsync_dir(target.parent)
+        _write_aside_then(target, data, lambda tmp: os.replace(tmp, target))
 
     @override
     def rename_new(self, source: str, destination: str, *, size: int | None = None) -> None:
@@ -248,6 +233,21 @@ def _naming_the_path(target: Path, path: str, operation: str) -> Iterator[None]:
     except OSError as err:
         msg = f"cannot write {target} ({operation}): {err.strerror or type(err).__name__}"
         raise StorageError(msg, path=path, operation=operation) from None
+
+
+def _write_aside_then(target: Path, data: bytes, place: Callable[[str], object]) -> None:
+    """Write ``data`` aside in ``target``'s folder, fsync it, ``place`` it, then fsync the folder.
+
+    Readers never see a partial file; the file aside is gone afterwards whether ``place`` succeeded or raised.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=".part")
+    try:
+        _write_durably(fd, data)
+        place(tmp)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    _fsync_dir(target.parent)
 
 
 def _write_durably(fd: int, data: bytes) -> None:
