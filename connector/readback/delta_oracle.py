@@ -33,7 +33,7 @@ from connector.readback.landing_reader import require_landing_zone
 from connector.storage.base import Storage
 from connector.storage.location import StorageLocation, as_location
 
-__all__ = ["TableRefused", "apply_table_to_delta", "apply_to_delta"]
+__all__ = ["DeltaWriter", "TableRefused", "apply_table_to_delta", "apply_to_delta"]
 _SOURCE = "s"
 _TARGET = "t"
 
@@ -74,14 +74,17 @@ def apply_table_to_delta(storage: Storage, table: TableRef, target: Path) -> pa.
     if target.exists():
         shutil.rmtree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    writer = _DeltaWriter(uri=str(target), key_columns=applier.key_columns)
+    writer = DeltaWriter(uri=str(target), key_columns=applier.key_columns)
     applier.apply_to(storage, writer)
     return writer.read_back()
 
 
 @dataclass
-class _DeltaWriter:
-    """The Delta back end: one Delta table, written file by file."""
+class DeltaWriter:
+    """The Delta back end: one Delta table, written file by file.
+
+    The tests' Fabric replicator double keeps one per table across its polls, as Fabric keeps its table.
+    """
 
     uri: str
     key_columns: tuple[str, ...]
@@ -90,6 +93,7 @@ class _DeltaWriter:
     """Columns the Delta table has: a file that adds none and leaves no row needs no append."""
 
     def apply(self, change: FileChange) -> None:
+        """Store what one file does: retype NULL-only columns, delete the keys it removes, append what it keeps."""
         if change.retyped:
             self.retype_null_columns(change)
         if change.removed and self.created:
@@ -155,6 +159,7 @@ class _DeltaWriter:
             raise change.refused(msg) from exc
 
     def read_all(self) -> pa.Table:
+        """The Delta table as Arrow, in no particular order."""
         from deltalake import DeltaTable
         from pyarrow import fs
 

@@ -66,7 +66,7 @@ def test_insert_of_an_existing_key_really_duplicates_it(zone: LocalStorage, tmp_
     assert rows(zone, tmp_path) == [{"id": 1, "name": "a"}, {"id": 1, "name": "a again"}, {"id": 2, "name": "b"}]
     # The duplicate is in the Delta table itself, not only in what the oracle returns.
     # Arrow's own filesystem, as the oracle reads: deltalake's default hands Arrow Python-owned buffers, whose
-    # release on Arrow's I/O threads can abort the interpreter at exit (see delta_oracle._DeltaWriter.read_all).
+    # release on Arrow's I/O threads can abort the interpreter at exit (see delta_oracle.DeltaWriter.read_all).
     folder = str(tmp_path / "delta" / TABLE)
     local = fs.SubTreeFileSystem(folder, fs.LocalFileSystem())
     assert DeltaTable(folder).to_pyarrow_dataset(filesystem=local).count_rows() == 3

@@ -293,7 +293,7 @@ def test_replay_command_prints_row_counts_in_either_format(
     assert printed.startswith("dbo.people: 2 rows\n")
     if output_format == "delta":
         folder = str(out_dir / "dbo.schema" / "people")
-        # Arrow's own filesystem, as the oracle reads (delta_oracle._DeltaWriter.read_all says why).
+        # Arrow's own filesystem, as the oracle reads (delta_oracle.DeltaWriter.read_all says why).
         table = (
             DeltaTable(folder)
             .to_pyarrow_dataset(filesystem=fs.SubTreeFileSystem(folder, fs.LocalFileSystem()))
