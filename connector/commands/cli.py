@@ -17,6 +17,7 @@ from connector.commands.flags import FLAGS, add_flags, given, settings_overrides
 from connector.errors import ConnectorError
 
 if TYPE_CHECKING:
+    from connector.readback.mirrored_tables import MirroredTables
     from connector.storage.location import StorageLocation
 
 
@@ -154,6 +155,19 @@ def _add_landing_zone_readers(sub: argparse._SubParsersAction[argparse.ArgumentP
         "--ignore-tables",
         help="comma-separated schema.table list never judged: tables deliberately not mirrored",
     )
+    ver.add_argument(
+        "--tables-path",
+        help="Fabric's mirrored Delta tables (<workspace>/<item>/Tables in OneLake, or a local folder) to compare "
+        "with the source; default: those of the configured landing zone when it is a mirrored database's, "
+        "else (and whenever --landing-zone is given) the landing zone replayed",
+    )
+    ver.add_argument(
+        "--settle-s",
+        type=float,
+        default=120.0,
+        help="against the mirrored tables: how long a difference may wait for the mirror to pass the source's "
+        "position at the first look (Debezium has it, Fabric applied what was published) before it counts anyway",
+    )
     _add_landing_zone_flags(ver)
 
 
@@ -263,7 +277,16 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "verify":
         from connector.readback.verify import verify_command
 
-        return verify_command(args.source, _landing_zone(args), args.tables, ignore_tables=args.ignore_tables)
+        location = _landing_zone(args)
+        mirrored = _mirrored_tables(args, location)
+        return verify_command(
+            args.source,
+            location,
+            args.tables,
+            ignore_tables=args.ignore_tables,
+            mirrored=mirrored,
+            settle_s=args.settle_s,
+        )
     if command in ("tables", "rebuild"):
         return _tables(args)
     msg = f"unknown command {command}"
@@ -374,6 +397,25 @@ def _replay(args: argparse.Namespace) -> int:
             print(f"\n== {table} ==")
             print(data.slice(0, args.show).to_pandas().to_string(index=False))
     return 0
+
+
+def _mirrored_tables(args: argparse.Namespace, location: StorageLocation) -> MirroredTables | None:
+    """``verify``'s mirror: Fabric's Delta tables (``--tables-path``, else the configured mirrored database's).
+
+    ``--landing-zone`` without ``--tables-path`` keeps the replay of the landing zone, as does a configured landing
+    zone that is no mirrored database's (a local folder).
+    """
+    from connector.errors import ConfigError
+    from connector.readback.mirrored_tables import MirroredTables, tables_url
+
+    if args.tables_path:
+        return MirroredTables(args.tables_path, location.identity)
+    if args.landing_zone:
+        return None
+    try:
+        return MirroredTables(tables_url(location.url), location.identity)
+    except ConfigError:
+        return None
 
 
 def _landing_zone(args: argparse.Namespace) -> StorageLocation:

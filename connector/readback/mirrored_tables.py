@@ -49,7 +49,7 @@ def tables_url(landing_zone_url: str) -> str:
         msg = (
             f"{landing_zone_url} is not a mirrored database's landing zone "
             "(https://onelake.dfs.fabric.microsoft.com/<workspace>/<item>/Files/LandingZone): "
-            "name the mirrored tables with --tables-path, or replay the landing zone with --landing-zone-replay"
+            "name the mirrored tables with --tables-path (verify replays a landing zone named with --landing-zone)"
         )
         raise ConfigError(msg)
     return f"{head}/Tables"

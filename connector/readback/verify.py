@@ -25,6 +25,8 @@ import tempfile
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
+import pyarrow as pa
+
 from connector.errors import LandingZoneCorrupt
 from connector.landing_zone.layout import TableRef, discover_tables
 from connector.readback.database_mysql import MySqlReader, MySqlSource, is_mysql_url
@@ -33,6 +35,8 @@ from connector.readback.database_reader import SourceReader
 from connector.readback.delta_oracle import apply_table_to_delta
 from connector.readback.extra import require_extra
 from connector.readback.landing_reader import read_table_metadata, require_landing_zone
+from connector.readback.mirror_compare import compare_table, fabric_settle
+from connector.readback.mirrored_tables import MirroredTables
 from connector.readback.table_report import TableReport
 from connector.storage import Storage
 from connector.storage.location import StorageLocation, as_location
@@ -60,6 +64,8 @@ def verify(
     tables: Sequence[str] | None = None,
     *,
     ignore: Collection[str] = (),
+    mirrored: MirroredTables | None = None,
+    settle_s: float = 120.0,
 ) -> list[TableReport]:
     """Judge every table of the mirrored schemas (or only ``tables``) against the source; reports by table id.
 
@@ -69,6 +75,11 @@ def verify(
     is never judged, on either side. A table on both sides is applied to Delta and compared in rows and
     columns; one Delta refuses gets a report with ``refused`` set, and the other tables are still compared,
     as open mirroring stops only the refused table.
+
+    With ``mirrored``, the mirror is what Fabric holds, Fabric's Delta tables (``mirrored_tables``), not the landing
+    zone replayed: the landing zone gives only the tables and their ``_metadata.json`` keys (its files may be long
+    deleted). A Postgres source is then compared chunk by chunk, and a difference counts only if it is still there
+    once the mirror is past the source's position at the first look (``mirror_compare``; at most ``settle_s``).
 
     Raises:
         MissingExtra: the ``verify`` extra (the database driver, ``deltalake``) is not installed.
@@ -101,7 +112,10 @@ def verify(
             if ref.id not in in_source:
                 reports.append(TableReport(ref.id, absent=NO_SOURCE_TABLE))
                 continue
-            reports.append(_compare(reader, storage, ref, Path(delta_root) / ref.folder))
+            if mirrored is not None:
+                reports.append(_compare_mirrored(reader, storage, ref, mirrored, settle_s))
+            else:
+                reports.append(_compare(reader, storage, ref, Path(delta_root) / ref.folder))
     return sorted(reports, key=lambda report: report.table)
 
 
@@ -117,19 +131,39 @@ def _compare(reader: SourceReader, storage: Storage, ref: TableRef, delta: Path)
     return reader.compare(ref, keys, mirror)
 
 
+def _compare_mirrored(
+    reader: SourceReader, storage: Storage, ref: TableRef, mirrored: MirroredTables, settle_s: float
+) -> TableReport:
+    """One table against Fabric's Delta table of it: chunked and lag-tolerant for Postgres, whole otherwise."""
+    reader.check(ref)
+    metadata = read_table_metadata(storage, ref)
+    keys = list(metadata.key_columns) if metadata else []
+    if isinstance(reader, PostgresReader) and keys:
+        settle = fabric_settle(reader, storage, ref, timeout_s=settle_s)
+        return compare_table(reader, ref, keys, lambda: mirrored.read(ref, keys), settle=settle)
+    return reader.compare(ref, keys, mirrored.read(ref, keys) or pa.table({}))
+
+
 def verify_command(
     source_url: str,
     landing_zone: StorageLocation | str,
     tables: str | None,
     *,
     ignore_tables: str | None = None,
+    mirrored: MirroredTables | None = None,
+    settle_s: float = 120.0,
 ) -> int:
     """CLI: print one line per table (plus examples of differences); non-zero exit on any difference.
 
-    ``tables`` and ``ignore_tables`` are comma-separated ids (``schema.table``).
+    ``tables`` and ``ignore_tables`` are comma-separated ids (``schema.table``); with ``mirrored``, the mirror is
+    Fabric's Delta tables there.
     """
     wanted = _id_list(tables)
-    reports = verify(source_url, landing_zone, wanted, ignore=_id_list(ignore_tables) or ())
+    if mirrored is not None:
+        print(f"comparing with the mirrored tables at {mirrored.url} (Fabric's Delta tables)")
+    reports = verify(
+        source_url, landing_zone, wanted, ignore=_id_list(ignore_tables) or (), mirrored=mirrored, settle_s=settle_s
+    )
     for report in reports:
         print(report.line())
         for example in report.examples:
