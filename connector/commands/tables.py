@@ -71,7 +71,9 @@ def rebuild_command(
     while clock() < deadline:
         table = BatchLedger(checkpoint).state.tables.get(table_id)
         lifecycle = table.lifecycle if table is not None else None
-        if lifecycle is not None and lifecycle.request == request.id and lifecycle.phase is Phase.SNAPSHOT_REQUESTED:
+        # Asked for (untracked), or already completed (tracked: the table runs again).
+        asked = lifecycle is not None and lifecycle.phase in (Phase.SNAPSHOT_REQUESTED, Phase.RUNNING)
+        if asked and lifecycle is not None and lifecycle.request == request.id:
             print(f"{table_id}: folder recreated, Debezium snapshot requested")
             return 0
         sleep(WAIT_POLL_S)

@@ -78,6 +78,24 @@ class RebuildSettings(FrozenModel):
         ge=0,
         description="Automatic rebuilds of one table before it stays stopped (a manual rebuild resets the count).",
     )
+    notification_topic: str | None = Field(
+        None,
+        description="Debezium's sink notification topic (its notification.sink.topic.name, with 'sink' in "
+        "notification.enabled.channels); default '<topic prefix>-notifications'. When it exists, a rebuild or "
+        "refresh ends only when the incremental snapshot it asked for completed; without it, when it was asked for.",
+    )
+    snapshot_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="A snapshot asked for that Debezium reports nothing of for this long (never started, or "
+        "stalled) is stopped and asked for again.",
+    )
+    snapshot_attempts: int = Field(
+        3,
+        ge=1,
+        description="Snapshots asked for one rebuild or refresh (the first and its retries after an abort or a "
+        "stall) before the table stops with one line saying so.",
+    )
 
 
 class MirrorSettings(FrozenModel):

@@ -23,6 +23,14 @@ the stop and the signal are not replayed: the snapshot reads their result.
 
 The signal is sent before the reset is committed: a crash between the two sends a second signal (the
 table is read twice, which upserts the same rows again) rather than none (which would leave it empty).
+
+When the signal also reads Debezium's notifications (``SnapshotTracker``), the snapshot is tracked by its signal
+id: the table runs (``running``) only once that snapshot reported the table's scan and COMPLETED, so a snapshot
+that started before the folder was recreated never ends a rebuild. A new rebuild or refresh of a table whose
+snapshot is in flight first sends ``stop-snapshot`` and waits for its ABORTED (at most
+``mirror.rebuild.snapshot_timeout_s``) before asking again: Debezium would otherwise queue the table behind the
+running scan under the new id. A snapshot aborted, or silent for ``snapshot_timeout_s``, is asked for again up to
+``snapshot_attempts`` times, then the table stops with one line saying so.
 """
 
 from __future__ import annotations
@@ -32,13 +40,14 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
 
 import orjson
 
 from connector.config import MirrorSettings
 from connector.errors import ConnectorError
 from connector.publish.ledger import LedgerState, TableState
-from connector.publish.lifecycle import Phase
+from connector.publish.lifecycle import Lifecycle, Phase, SnapshotNotice, SnapshotState, SnapshotTrack
 from connector.storage.base import Storage
 
 log = logging.getLogger(__name__)
@@ -47,6 +56,22 @@ REQUESTS_FOLDER = "ledger/requests"
 
 #: Asks Debezium for an incremental snapshot of a table; returns an id for logs. Raises when it cannot.
 SnapshotSignal = Callable[[str, TableState], str]
+
+
+@runtime_checkable
+class SnapshotTracker(Protocol):
+    """A snapshot signal that also stops snapshots and reads Debezium's notifications of them."""
+
+    def stop(self, table_id: str, table: TableState) -> None:
+        """Send ``stop-snapshot`` for the table's data collection."""
+
+    def collection(self, table: TableState) -> str:
+        """The table's data collection as the notifications name it."""
+
+    def notices(self, table: TableState, since: float | None) -> list[SnapshotNotice] | None:
+        """Notifications not read yet (``since``: read from then on first use); ``None``: no channel."""
+
+
 #: Fabric's tables (by table id) when its status is readable, ``None`` otherwise.
 FabricTables = Callable[[], Mapping[str, object] | None]
 
@@ -111,6 +136,8 @@ class TableRebuilder:
         self.fabric_tables = fabric_tables
         self.clock = clock
         self._last_error: dict[str, str] = {}
+        self.tracker = signal if isinstance(signal, SnapshotTracker) else None
+        self._tracking: bool | None = None  # whether notifications are read: known once a table's topic is
 
     def take_requests(self, state: LedgerState) -> tuple[LedgerState, list[str]]:
         """Start the rebuilds operators asked for; returns the new state and the request files it served."""
@@ -135,6 +162,7 @@ class TableRebuilder:
 
     def advance(self, state: LedgerState) -> LedgerState:
         """Complete what can be completed now of each rebuild and refresh; ``state`` itself when nothing moved."""
+        state = self._follow_snapshots(state)
         waiting = sorted((tid, t) for tid, t in state.tables.items() if t.lifecycle.awaits_rebuilder)
         if not waiting:
             return state  # every batch asks: nothing to copy or compare in the usual case
@@ -142,32 +170,130 @@ class TableRebuilder:
         fabric: Mapping[str, object] | None = None
         fabric_read = False
         for tid, table in waiting:
+            lifecycle, clear = self._clear_to_ask(tid, table)
+            table = tables[tid] = replace(table, lifecycle=lifecycle) if lifecycle != table.lifecycle else table
             if table.lifecycle.phase is Phase.REFRESH_PENDING:
-                if self._signalled(tid, table, "refresh"):
+                if clear and (sent := self._signalled(tid, table, "refresh")) is not None:
                     log.warning("table %s: Debezium snapshot requested to refresh it in place", tid)
-                    tables[tid] = replace(table, lifecycle=table.lifecycle.snapshot_requested(now=self.clock()))
+                    requested = table.lifecycle.snapshot_requested(now=self.clock(), track=self._track(table, sent))
+                    tables[tid] = replace(table, lifecycle=requested)
                 continue
             if table.lifecycle.phase is Phase.DELETING:
                 self.landing.delete_tree(table.folder)
                 log.warning("table %s: deleted %s/%s for its rebuild", tid, self.landing.url, table.folder)
                 table = tables[tid] = replace(table, lifecycle=table.lifecycle.folder_deleted(now=self.clock()))
-            if table.lifecycle.phase is not Phase.WAITING:
+            if table.lifecycle.phase is not Phase.WAITING or not clear:
                 continue
             if not fabric_read:
                 fabric, fabric_read = self._fabric(), True
-            if not self._gone(tid, table, fabric) or not self._signalled(tid, table, "rebuild"):
+            if not self._gone(tid, table, fabric) or (sent := self._signalled(tid, table, "rebuild")) is None:
                 continue
             log.warning("table %s: folder recreated from file 1; Debezium snapshot requested", tid)
             tables[tid] = TableState(
                 folder=table.folder,
                 topic=table.topic,
                 initial_load_ended=True,  # the incremental snapshot's reads interleave with changes: marked files
-                lifecycle=table.lifecycle.snapshot_requested(now=self.clock()),
+                lifecycle=table.lifecycle.snapshot_requested(now=self.clock(), track=self._track(table, sent)),
             )
         return state if tables == state.tables else replace(state, tables=tables)
 
-    def _signalled(self, tid: str, table: TableState, what: str) -> bool:
-        """Ask Debezium to re-read the table; ``False`` (said once per distinct reason) when it cannot now."""
+    # -- the snapshot asked for, followed through Debezium's notifications ------------------------------------
+
+    def _follow_snapshots(self, state: LedgerState) -> LedgerState:
+        """Apply Debezium's notifications to the tables awaiting them; ask again for aborted or stalled snapshots."""
+        if self.tracker is None:
+            return state
+        if self._tracking is None:
+            sample = next((t for t in state.tables.values() if t.topic is not None), None)
+            if sample is None:
+                return state
+            self._tracking = self._read(sample, None) is not None  # opens the channel, says once when there is none
+        awaiting = {tid: t for tid, t in state.tables.items() if t.lifecycle.awaits_snapshot}
+        if not self._tracking or not awaiting:
+            return state
+        since = min(t.lifecycle.snapshot.sent_at for t in awaiting.values() if t.lifecycle.snapshot is not None)
+        notices = self._read(next(iter(awaiting.values())), since) or []
+        tables = dict(state.tables)
+        for notice in notices:
+            for tid in awaiting:
+                lifecycle = tables[tid].lifecycle
+                if _concerns(notice, lifecycle.snapshot, tables):
+                    tables[tid] = replace(tables[tid], lifecycle=lifecycle.snapshot_notified(notice, now=self.clock()))
+        for tid in awaiting:
+            tables[tid] = self._retry_if_failed(tid, tables[tid])
+        return state if tables == state.tables else replace(state, tables=tables)
+
+    def _read(self, table: TableState, since: float | None) -> list[SnapshotNotice] | None:
+        assert self.tracker is not None  # noqa: S101 - the caller checks it
+        try:
+            return self.tracker.notices(table, since)
+        except Exception as exc:  # noqa: BLE001 - read again at the next tick; a stall is judged by time
+            log.warning("Debezium's notifications not readable now (%s): read again at the next step", exc)
+            return []
+
+    def _retry_if_failed(self, tid: str, table: TableState) -> TableState:
+        """A snapshot aborted, or silent for ``snapshot_timeout_s``: stop it, ask again, or give up."""
+        lifecycle, track = table.lifecycle, table.lifecycle.snapshot
+        if lifecycle.phase is not Phase.SNAPSHOT_REQUESTED or track is None:
+            return table
+        settings, now = self.mirror.rebuild, self.clock()
+        stalled = now - track.heard_at > settings.snapshot_timeout_s and track.state is not SnapshotState.PAUSED
+        if track.in_flight and stalled:
+            why = f"no notification of it for {settings.snapshot_timeout_s:.0f} s ({track.state.value})"
+            if track.attempts >= settings.snapshot_attempts:
+                return self._give_up(tid, table, why)
+            log.warning("table %s: Debezium's snapshot %s stalled: %s; stopping it", tid, track.id, why)
+            return replace(
+                table, lifecycle=self._stop(tid, table, replace(lifecycle, snapshot=replace(track, why=why)))
+            )
+        if track.state is SnapshotState.ABORTED or (track.state is SnapshotState.STOPPING and stalled):
+            why = track.why or "aborted"
+            if track.attempts >= settings.snapshot_attempts:
+                return self._give_up(tid, table, why)
+            sent = self._signalled(tid, table, f"snapshot retry ({why})")
+            fresh = self._track(table, sent) if sent is not None else None
+            if fresh is None:
+                return table
+            retried = replace(fresh, attempts=track.attempts + 1, why=why)
+            log.warning("table %s: snapshot asked for again (attempt %d): %s", tid, retried.attempts, why)
+            return replace(table, lifecycle=lifecycle.snapshot_retried(retried, now=now))
+        return table
+
+    def _give_up(self, tid: str, table: TableState, why: str) -> TableState:
+        track = table.lifecycle.snapshot
+        assert track is not None  # noqa: S101 - the caller's
+        line = (
+            f"Debezium's incremental snapshot of {track.collection} did not complete in {track.attempts} "
+            f"attempt(s) (last: {why})"
+        )
+        log.error("table %s: stopped: %s", tid, line)
+        return replace(table, lifecycle=table.lifecycle.snapshot_given_up(line, now=self.clock()))
+
+    def _clear_to_ask(self, tid: str, table: TableState) -> tuple[Lifecycle, bool]:
+        """Whether a new snapshot may be asked for: a tracked one in flight is stopped first, and its end awaited."""
+        lifecycle, track = table.lifecycle, table.lifecycle.snapshot
+        if track is None or not self._tracking:
+            return lifecycle, True
+        if track.in_flight:
+            log.warning("table %s: a snapshot (%s) is in flight: stopping it before asking again", tid, track.id)
+            return self._stop(tid, table, lifecycle), False
+        if track.state is SnapshotState.STOPPING:
+            if self.clock() - track.heard_at <= self.mirror.rebuild.snapshot_timeout_s:
+                return lifecycle, False
+            log.warning("table %s: no ABORTED of snapshot %s heard: asking again anyway", tid, track.id)
+        return lifecycle, True
+
+    def _stop(self, tid: str, table: TableState, lifecycle: Lifecycle) -> Lifecycle:
+        assert self.tracker is not None  # noqa: S101 - tracked snapshots exist only with a tracker
+        try:
+            self.tracker.stop(tid, table)
+        except RebuildError as exc:
+            log.error("table %s: stop-snapshot not sent (%s): tried again at the next step", tid, exc)
+            return lifecycle
+        return lifecycle.stop_sent(now=self.clock())
+
+    def _signalled(self, tid: str, table: TableState, what: str) -> str | None:
+        """Ask Debezium to re-read the table: the signal's id, ``None`` (said once per reason) when it cannot now."""
         try:
             signal_id = self._signal(tid, table)
         except RebuildError as exc:
@@ -175,10 +301,17 @@ class TableRebuilder:
             level = logging.DEBUG if self._last_error.get(tid) == str(exc) else logging.ERROR
             log.log(level, "table %s: %s waits: %s", tid, what, exc)
             self._last_error[tid] = str(exc)
-            return False
+            return None
         self._last_error.pop(tid, None)
         log.info("table %s: %s signal %s sent", tid, what, signal_id)
-        return True
+        return signal_id
+
+    def _track(self, table: TableState, signal_id: str) -> SnapshotTrack | None:
+        """The snapshot just asked for, to follow; ``None`` when Debezium's notifications are not read."""
+        if self.tracker is None or not self._tracking:
+            return None
+        now = self.clock()
+        return SnapshotTrack(signal_id, self.tracker.collection(table), sent_at=now, heard_at=now)
 
     def _fabric(self) -> Mapping[str, object] | None:
         if self.fabric_tables is None:
@@ -203,3 +336,24 @@ class TableRebuilder:
             msg = "its Kafka topic is not known yet (no event of it was read); it is learnt from the next event"
             raise RebuildError(msg)
         return self.signal(tid, table)
+
+
+def _concerns(notice: SnapshotNotice, track: SnapshotTrack | None, tables: Mapping[str, TableState]) -> bool:
+    """Whether ``notice`` is about ``track``'s snapshot.
+
+    Debezium gives a running snapshot the id of the last signal it took in: a later request (of another table)
+    joining the snapshot renames it, so the ids of snapshots asked for after this one count as its own too. A
+    stop waits for the ABORTED naming the table, whatever id it carries.
+    """
+    if track is None:
+        return False
+    if notice.id == track.id:
+        return True
+    if track.state is SnapshotState.STOPPING:
+        return notice.type == "ABORTED" and track.collection in notice.collections
+    later = {
+        t.lifecycle.snapshot.id
+        for t in tables.values()
+        if t.lifecycle.snapshot is not None and t.lifecycle.snapshot.sent_at > track.sent_at
+    }
+    return notice.id in later

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from connector.publish.ledger import LedgerState, TableState
-from connector.publish.lifecycle import Phase
+from connector.publish.lifecycle import Phase, SnapshotState
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class TableLine:
     marker_free_rows: int = 0  # rows published in files without __rowMarker__
     fabric_state: str | None = None
     fabric_rows: int | None = None
+    snapshot: str | None = None  # the tracked incremental snapshot's progress, while it runs
 
     def text(self) -> str:
         """The human line."""
@@ -48,6 +49,8 @@ class TableLine:
             parts.append(f"fabric={self.fabric_state}")
             if self.fabric_rows is not None:
                 parts.append(f"fabric_rows={self.fabric_rows}")
+        if self.snapshot:
+            parts.append(f"snapshot={self.snapshot}")
         if self.reason:
             parts.append(f"reason={self.reason}")
         return "  ".join(parts)
@@ -76,6 +79,7 @@ def table_lines(state: LedgerState, fabric: Mapping[str, Any] | None = None) -> 
                 marker_free_rows=table.marker_free_rows,
                 fabric_state=None if fabric is None else str(getattr(status, "state", "absent")),
                 fabric_rows=getattr(status, "processed_rows", None) if status else None,
+                snapshot=snapshot_progress(table),
             )
         )
     return lines
@@ -84,11 +88,25 @@ def table_lines(state: LedgerState, fabric: Mapping[str, Any] | None = None) -> 
 def table_reason(table: TableState) -> str | None:
     """Why the table stands where it does; for a re-read table, when and why it was re-read."""
     lifecycle = table.lifecycle
-    if lifecycle.phase is Phase.SNAPSHOT_REQUESTED:
+    if lifecycle.phase is Phase.SNAPSHOT_REQUESTED or (lifecycle.phase is Phase.RUNNING and lifecycle.snapshot):
         # A refresh re-reads the table into its folder; a rebuild recreated the folder first.
         done = "refreshed" if lifecycle.refreshed else "rebuilt"
+        if lifecycle.awaits_snapshot:
+            done = f"{'refresh' if lifecycle.refreshed else 'rebuild'} snapshot asked for"
         return f"{done} {iso_time(lifecycle.since)} (was: {lifecycle.reason})"
     return lifecycle.reason if lifecycle.phase is not Phase.RUNNING else None
+
+
+def snapshot_progress(table: TableState) -> str | None:
+    """The tracked snapshot while Debezium reads the table: ``started:<time>,chunks=N,last_key=K/M,attempt=A``."""
+    track = table.lifecycle.snapshot
+    if track is None or not (track.in_flight or track.state is SnapshotState.STOPPING):
+        return None
+    parts = [f"{track.state.value}:{iso_time(track.started_at or track.sent_at)}", f"chunks={track.chunks}"]
+    if track.last_key is not None:
+        parts.append(f"last_key={track.last_key}/{track.maximum_key or '?'}")
+    parts.append(f"attempt={track.attempts}")
+    return ",".join(parts)
 
 
 def iso_time(epoch: float | None) -> str | None:

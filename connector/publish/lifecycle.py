@@ -19,6 +19,13 @@ The ledger persists it per table (``TableState.lifecycle``), so a crash at any i
 (marker 4), so a snapshot read of a row that exists already replaces it instead of inserting it twice. Any state
 but ``STOPPED``, ``DELETING`` and ``WAITING`` publishes; those three skip the table's events.
 
+With Debezium's notification channel readable, the snapshot asked for is tracked (``SnapshotTrack``, matched by the
+signal's id): ``SNAPSHOT_REQUESTED ──snapshot completed──> RUNNING`` only once Debezium reported that snapshot's scan
+of the table and its COMPLETED; an aborted or stalled snapshot is asked for again (``snapshot_retried``) up to
+``mirror.rebuild.snapshot_attempts`` times, then the table stops (``snapshot_given_up``). A new rebuild or refresh of a
+table whose snapshot is in flight stops that snapshot first (``stop_sent``, then ``ABORTED``). Without the channel the
+snapshot is untracked and ``SNAPSHOT_REQUESTED`` lasts (the table shows ``running``), as before.
+
 Adding a state: a member of ``Phase``, its transitions below, its place in ``PUBLISHING`` / ``BLOCKING``, and its
 word in ``Lifecycle.word``; nothing outside this module decodes phases.
 """
@@ -59,6 +66,102 @@ BLOCKING = frozenset({Phase.DELETING, Phase.WAITING})
 UPSERTING = frozenset({Phase.REFRESH_PENDING, Phase.SNAPSHOT_REQUESTED})
 
 
+class SnapshotState(StrEnum):
+    """Where the incremental snapshot the connector asked for stands, as Debezium's notifications told."""
+
+    REQUESTED = "requested"  # signal sent, nothing heard yet
+    STARTED = "started"  # STARTED or a chunk of it heard
+    PAUSED = "paused"  # an operator paused it: no stall while paused
+    SCANNED = "scanned"  # TABLE_SCAN_COMPLETED of this table (SUCCEEDED or EMPTY): COMPLETED is next
+    ABORTED = "aborted"  # ABORTED, or the table's scan failed: asked for again
+    STOPPING = "stopping"  # stop-snapshot sent before a new request: waiting for its ABORTED
+    COMPLETED = "completed"
+
+
+#: States of a snapshot Debezium may still be running for this table.
+IN_FLIGHT = frozenset({SnapshotState.REQUESTED, SnapshotState.STARTED, SnapshotState.PAUSED, SnapshotState.SCANNED})
+
+
+@dataclass(frozen=True)
+class SnapshotNotice:
+    """One of Debezium's incremental snapshot notifications (its sink notification channel), decoded."""
+
+    id: str  # the signal's id (Debezium's correlation id: the last signal it took into the running snapshot)
+    type: str  # STARTED, IN_PROGRESS, TABLE_SCAN_COMPLETED, COMPLETED, ABORTED, PAUSED, RESUMED
+    collections: tuple[str, ...] = ()  # data_collections
+    current: str | None = None  # current_collection_in_progress (IN_PROGRESS)
+    scanned: str | None = None  # scanned_collection (TABLE_SCAN_COMPLETED)
+    status: str | None = None  # the scan's status (TABLE_SCAN_COMPLETED): SUCCEEDED, EMPTY, SQL_EXCEPTION, ...
+    last_key: str | None = None
+    maximum_key: str | None = None
+    where: str = ""  # topic[partition]@offset, for the logs
+
+
+@dataclass(frozen=True)
+class SnapshotTrack:
+    """The incremental snapshot the connector asked for last, and how far Debezium's notifications say it got."""
+
+    id: str
+    collection: str
+    state: SnapshotState = SnapshotState.REQUESTED
+    sent_at: float = 0.0
+    heard_at: float = 0.0  # the last notification of it (or the request): a stall is measured from here
+    started_at: float | None = None
+    chunks: int = 0
+    last_key: str | None = None
+    maximum_key: str | None = None
+    attempts: int = 1
+    why: str | None = None  # why it was aborted (or asked for again)
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether Debezium may still be reading the table for it."""
+        return self.state in IN_FLIGHT
+
+    def heard(self, notice: SnapshotNotice, now: float) -> SnapshotTrack:
+        """This snapshot after ``notice`` (one of its own: the caller matched the id)."""
+        mine = self.collection
+        if self.state is SnapshotState.STOPPING:
+            ended = notice.type == "COMPLETED" or (notice.type == "ABORTED" and mine in notice.collections)
+            return replace(self, state=SnapshotState.ABORTED, heard_at=now, why="stopped") if ended else self
+        if not self.in_flight:
+            return self
+        track = replace(self, heard_at=now)
+        started = self.started_at if self.started_at is not None else now
+        if notice.type in ("STARTED", "RESUMED"):
+            state = SnapshotState.SCANNED if self.state is SnapshotState.SCANNED else SnapshotState.STARTED
+            return replace(track, state=state, started_at=started)
+        if notice.type == "PAUSED":
+            return replace(track, state=SnapshotState.PAUSED)
+        if notice.type == "IN_PROGRESS" and notice.current == mine:
+            return replace(
+                track,
+                state=SnapshotState.STARTED,
+                started_at=started,
+                chunks=self.chunks + 1,
+                last_key=notice.last_key,
+                maximum_key=notice.maximum_key,
+            )
+        if notice.type == "TABLE_SCAN_COMPLETED" and notice.scanned == mine:
+            if notice.status in ("SUCCEEDED", "EMPTY"):
+                return replace(track, state=SnapshotState.SCANNED, started_at=started)
+            return replace(track, state=SnapshotState.ABORTED, why=f"scan of {mine} ended {notice.status}")
+        if notice.type == "ABORTED" and (not notice.collections or mine in notice.collections):
+            return replace(track, state=SnapshotState.ABORTED, why=f"Debezium aborted it ({notice.where})")
+        if notice.type == "COMPLETED" and self.state is SnapshotState.SCANNED:
+            return replace(track, state=SnapshotState.COMPLETED)
+        return track
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (inside the lifecycle's)."""
+        return {k: (v.value if isinstance(v, SnapshotState) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> SnapshotTrack:
+        """Parse the JSON form."""
+        return cls(**{**raw, "state": SnapshotState(raw.get("state", SnapshotState.REQUESTED.value))})
+
+
 class LifecycleError(ConnectorError):
     """A transition the table's current phase does not allow (a bug in the caller, never bad input)."""
 
@@ -74,6 +177,7 @@ class Lifecycle:
     automatic_rebuilds: int = 0
     last_rebuild_at: float | None = None  # when the last rebuild moved (counts automatic rebuilds afresh after a day)
     refreshed: bool = False  # the snapshot was asked for by a refresh (folder kept), not by a rebuild
+    snapshot: SnapshotTrack | None = None  # the snapshot asked for last, when Debezium's notifications are read
 
     # -- questions the sink, the rebuilder, ``tables`` and the metrics ask --------------------------------------
 
@@ -94,8 +198,18 @@ class Lifecycle:
 
     @property
     def upserts(self) -> bool:
-        """Whether the table's events are written as upserts (a snapshot re-reads rows the folder may hold)."""
-        return self.phase in UPSERTING
+        """Whether the table's events are written as upserts (a snapshot re-reads rows the folder may hold).
+
+        A table whose tracked snapshot completed keeps upserting: a read of that snapshot may still be in Kafka
+        behind the notification, and before tracking such a table upserted for good as well.
+        """
+        return self.phase in UPSERTING or (self.phase is Phase.RUNNING and self.snapshot is not None)
+
+    @property
+    def awaits_snapshot(self) -> bool:
+        """Whether Debezium's notifications about this table's snapshot are still awaited (in flight or stopping)."""
+        track = self.snapshot
+        return track is not None and (track.in_flight or track.state is SnapshotState.STOPPING)
 
     @property
     def stop_reason(self) -> str | None:
@@ -111,6 +225,9 @@ class Lifecycle:
             return "stopped"
         if self.phase is Phase.REFRESH_PENDING:
             return "refreshing"
+        if self.phase is Phase.SNAPSHOT_REQUESTED and self.snapshot is not None:
+            # Tracked: ``running`` only once the snapshot completed (the phase is RUNNING then).
+            return "refreshing" if self.refreshed else "rebuilding:snapshot"
         return "running"
 
     # -- transitions -------------------------------------------------------------------------------------------
@@ -157,8 +274,11 @@ class Lifecycle:
             return self
         return replace(self, phase=Phase.REFRESH_PENDING, reason=reason, since=now, request=None)
 
-    def snapshot_requested(self, *, now: float) -> Lifecycle:
-        """Debezium was asked to re-read the table: it runs again, writing upserts."""
+    def snapshot_requested(self, *, now: float, track: SnapshotTrack | None = None) -> Lifecycle:
+        """Debezium was asked to re-read the table: it runs again, writing upserts.
+
+        ``track`` is the snapshot asked for when Debezium's notifications are read (``None``: untracked).
+        """
         self._expect(Phase.WAITING, Phase.REFRESH_PENDING)
         rebuilt = self.phase is Phase.WAITING
         return replace(
@@ -167,7 +287,40 @@ class Lifecycle:
             since=now,
             last_rebuild_at=now if rebuilt else self.last_rebuild_at,
             refreshed=not rebuilt,
+            snapshot=track,
         )
+
+    def stop_sent(self, *, now: float) -> Lifecycle:
+        """A stop-snapshot was sent for the snapshot in flight: a new request waits for its ABORTED."""
+        if self.snapshot is None or not self.snapshot.in_flight:
+            return self
+        return replace(self, snapshot=replace(self.snapshot, state=SnapshotState.STOPPING, heard_at=now))
+
+    def snapshot_notified(self, notice: SnapshotNotice, *, now: float) -> Lifecycle:
+        """Apply one of the tracked snapshot's notifications; a COMPLETED after the table's scan makes it run."""
+        if self.snapshot is None:
+            return self
+        track = self.snapshot.heard(notice, now)
+        if track == self.snapshot:
+            return self
+        if track.state is SnapshotState.COMPLETED and self.phase is Phase.SNAPSHOT_REQUESTED:
+            done = "refresh" if self.refreshed else "rebuild"
+            log.warning(
+                "table %s: its %s's snapshot completed (%d chunk(s)): running", track.collection, done, track.chunks
+            )
+            return replace(self, phase=Phase.RUNNING, since=now, snapshot=track)
+        return replace(self, snapshot=track)
+
+    def snapshot_retried(self, track: SnapshotTrack, *, now: float) -> Lifecycle:
+        """The snapshot aborted or stalled and was asked for again (``track``, its attempts counted on)."""
+        self._expect(Phase.SNAPSHOT_REQUESTED)
+        return replace(self, since=now, snapshot=track)
+
+    def snapshot_given_up(self, why: str, *, now: float) -> Lifecycle:
+        """The snapshot failed ``snapshot_attempts`` times: the table stops for an operator (``rebuild``)."""
+        self._expect(Phase.SNAPSHOT_REQUESTED)
+        reason = f"{why}; run `rebuild` once Debezium snapshots again"
+        return replace(self, phase=Phase.STOPPED, reason=reason, since=now)
 
     def _expect(self, *phases: Phase) -> None:
         if self.phase not in phases:
@@ -178,13 +331,23 @@ class Lifecycle:
     # -- persistence -------------------------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """JSON form (ledger version 2)."""
-        return {k: (v.value if isinstance(v, Phase) else v) for k, v in asdict(self).items()}
+        """JSON form (ledger version 2); ``snapshot`` only when tracked, so untracked ledgers read as before."""
+        raw = {k: (v.value if isinstance(v, Phase) else v) for k, v in asdict(self).items() if k != "snapshot"}
+        if self.snapshot is not None:
+            raw["snapshot"] = self.snapshot.to_json()
+        return raw
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Lifecycle:
         """Parse the JSON form (ledger version 2)."""
-        return cls(**{**raw, "phase": Phase(raw.get("phase", Phase.RUNNING.value))})
+        track = raw.get("snapshot")
+        return cls(
+            **{
+                **raw,
+                "phase": Phase(raw.get("phase", Phase.RUNNING.value)),
+                "snapshot": SnapshotTrack.from_json(track) if track else None,
+            }
+        )
 
     @classmethod
     def from_v1_fields(cls, raw: Mapping[str, Any]) -> Lifecycle:

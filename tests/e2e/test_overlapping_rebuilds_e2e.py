@@ -1,0 +1,70 @@
+"""Three schema changes within a minute on one table (issue 42 (f)): its rebuilds overlap, the mirror ends whole.
+
+ADD COLUMN … DEFAULT (a refresh), DROP COLUMN (a rebuild) and a type change (a rebuild) land 10 s apart on a table
+of 3000 rows (30 snapshot chunks at the stack's chunk size of 100), while ``run`` mirrors it with default settings
+(``rebuild.wait_s`` 3: no Fabric status here). Each request finds the previous snapshot in flight: the connector
+stops it (``stop-snapshot``) and asks again, and the table is ``running`` only once Debezium reported the last
+snapshot COMPLETED; ``verify`` then finds every row.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from connector.publish.lifecycle import Phase, SnapshotState
+from tests.e2e.mirror_source import postgres_source, wait_for_watermark
+from tests.e2e.test_rebuild_e2e import Connector, wait_until_tables_exact
+
+pytestmark = pytest.mark.e2e
+
+ROWS = 3000
+TABLE = "ov_orders"
+TID = f"public.{TABLE}"
+GAP_S = 10.0  # between the schema changes: each finds the previous snapshot reading the table
+
+
+def test_three_schema_changes_within_a_minute_end_with_every_row(shared_stack: dict[str, str], tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")
+    connector = Connector(shared_stack, tmp_path, config, rf"{shared_stack['topic_prefix']}\.public\.{TABLE}")
+    try:
+        with psycopg.connect(shared_stack["postgres"], autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {TID} (id int PRIMARY KEY, qty int NOT NULL, note text, legacy text)")
+            conn.execute(f"INSERT INTO {TID} SELECT g, g, 'n' || g, 'l' || g FROM generate_series(1, {ROWS}) g")
+            connector.start()
+            connector.wait_for("initial rows", lambda t: t.rows_published >= ROWS, TID)
+            for ddl in (
+                f"ALTER TABLE {TID} ADD COLUMN region text NOT NULL DEFAULT 'EU'",
+                f"ALTER TABLE {TID} DROP COLUMN legacy",
+                f"ALTER TABLE {TID} ALTER COLUMN qty TYPE bigint",
+            ):
+                conn.execute(ddl)
+                # Postgres sends no DDL event: the next change shows the new shape.
+                conn.execute(f"UPDATE {TID} SET note = 'changed' WHERE id <= 3")
+                time.sleep(GAP_S)
+            conn.execute(f"UPDATE {TID} SET qty = qty + 5000000000 WHERE id <= 5")
+        done = connector.wait_for(
+            "the last snapshot completed",
+            lambda t: t.lifecycle.phase is Phase.RUNNING and t.lifecycle.snapshot is not None,
+            TID,
+        )
+        wait_for_watermark(postgres_source(shared_stack))
+        wait_until_tables_exact(shared_stack["postgres"], tmp_path / "lz", [TID])
+        assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
+    finally:
+        connector.kill_if_running()
+    log = connector.log()
+    asked = re.findall(rf"table {re.escape(TID)}: asked Debezium .* \(signal (\w+)\)", log)
+    assert len(asked) >= 3, log[-4000:]  # the refresh, the two rebuilds (and any retry)
+    # Running only once the snapshot asked for last completed (not an earlier one, cut short by the next request).
+    track = done.lifecycle.snapshot
+    assert track is not None and track.state is SnapshotState.COMPLETED and track.id == asked[-1], (track, asked)
+    assert track.chunks >= ROWS // 100 - 1, track  # the whole table, chunk by chunk
+    assert f"table {TID}: asked Debezium to stop its incremental snapshot" in log  # an overlap was stopped
+    assert "Traceback" not in log
