@@ -89,6 +89,24 @@ class SchemaChanged(TableStopped):
         return (SchemaChanged, (self.table, self.reason, self.kind))
 
 
+class TableReset(TableStopped):
+    """The source reset a table (a TRUNCATE, a new Debezium snapshot): the mirror rebuilds it rather than stop it.
+
+    ``cause`` (``truncate``, ``new_snapshot``, ``snapshot_restart``) is the reason label of
+    ``cdc_mirror_table_resets_total``; ``reason`` the one log line, naming topic, partition and offset.
+    """
+
+    def __init__(self, table: str, reason: str, cause: str) -> None:
+        super().__init__(table, reason)
+        self.cause = cause
+
+    def __reduce__(self) -> tuple[type[TableReset], tuple[str, str, str]]:
+        return (TableReset, (self.table, self.reason, self.cause))
+
+    def __str__(self) -> str:
+        return f"table {self.table} reset: {self.reason}"
+
+
 class LandingZoneCorrupt(ConnectorError):
     """The landing zone or ledger is in a state the connector cannot have produced; it refuses to guess."""
 

@@ -19,7 +19,7 @@ from connector.collect.ordering import Position
 from connector.collect.poison import DeadLetter
 from connector.config import MirrorSettings, SourceSettings
 from connector.debezium.types import ColumnType
-from connector.errors import SchemaChanged, TableStopped
+from connector.errors import SchemaChanged, TableReset, TableStopped
 from connector.events import KafkaRecord, Op, SkipCounts
 from connector.landing_zone.layout import TableRef
 
@@ -29,6 +29,8 @@ PASS_FIRST = ("first", "first_in_data_collection")
 PASS_LAST = ("last", "last_in_data_collection")
 #: ``source.snapshot`` of an incremental snapshot's reads, which interleave with live changes.
 INCREMENTAL_SNAPSHOT = "incremental"
+#: ``source.snapshot`` of an initial or blocking snapshot's reads (Debezium 1.x wrote ``true``/``last`` too).
+SNAPSHOT_READS = ("true", *PASS_FIRST, *PASS_LAST)
 
 
 @dataclass(frozen=True)
@@ -41,12 +43,31 @@ class InitialLoad:
     below ``rows``) where a snapshot pass of the table begins: a read marked ``first`` or
     ``first_in_data_collection``, or any read after one marked ``last``/``last_in_data_collection``. A pass
     beginning after rows of an earlier pass means Debezium started its snapshot again.
+
+    Past the table's initial load the driver needs every pass that begins in the piece (``SnapshotPasses``).
     """
 
     rows: int = 0
     pass_starts: tuple[int, ...] = ()
     ends_pass: bool = False  # the last of those rows is the last read of a pass (``last``/``last_in_...``)
     complete: bool = False  # every event of the piece is an initial-snapshot read (its initial load goes on)
+    passes: SnapshotPasses = field(default_factory=lambda: SnapshotPasses())
+
+
+@dataclass(frozen=True)
+class SnapshotPasses:
+    """Where snapshot passes begin in a piece, for a table past its initial load (Debezium snapshotted it again).
+
+    Only reads whose ``source.snapshot`` names an initial or blocking snapshot count (``first``, ``true``,
+    ``last``, ...): a read that says nothing may be an incremental snapshot's, which the mirror asks for itself.
+    Such a snapshot's reads of one table are contiguous in its partition, so a read after another row begins a
+    pass, as does a read marked ``first...`` or one after a ``last...`` read.
+    """
+
+    begins: bool = False  # a pass begins at a row after the first (or at the first, marked ``first...``)
+    opens: bool = False  # the first row is such a read: it begins a pass unless one was open before the piece
+    ends_open: bool = False  # the last row is such a read, not its pass's last: a pass is open after the piece
+    after_load: bool = False  # such a read follows the piece's leading initial-snapshot reads (``rows``)
 
 
 def initial_load(ops: Column, snapshots: Column) -> InitialLoad:
@@ -60,8 +81,9 @@ def initial_load(ops: Column, snapshots: Column) -> InitialLoad:
         rows = len(ops)
     else:
         rows = int(pc.index(initial, False).as_py())
+    passes = snapshot_passes(ops, snapshots, rows)
     if not rows:
-        return InitialLoad()
+        return InitialLoad(passes=passes)
     head = snapshots.slice(0, rows)
     first = pc.fill_null(pc.is_in(head, pa.array(PASS_FIRST)), False)
     last = pc.fill_null(pc.is_in(head, pa.array(PASS_LAST)), False)
@@ -72,6 +94,26 @@ def initial_load(ops: Column, snapshots: Column) -> InitialLoad:
         pass_starts=tuple(int(i) for i in starts),
         ends_pass=bool(last[rows - 1].as_py()),
         complete=rows == len(ops),
+        passes=passes,
+    )
+
+
+def snapshot_passes(ops: Column, snapshots: Column, leading: int) -> SnapshotPasses:
+    """Where passes begin among rows of ``ops`` and (lower-case) ``snapshots``; ``leading`` initial-load rows."""
+    named = pc.fill_null(pc.and_(pc.equal(ops, Op.READ), pc.is_in(snapshots, pa.array(SNAPSHOT_READS))), False)
+    read = _combined(named).to_numpy(zero_copy_only=False)
+    if not read.any():
+        return SnapshotPasses()
+    first = _combined(pc.fill_null(pc.is_in(snapshots, pa.array(PASS_FIRST)), False)).to_numpy(zero_copy_only=False)
+    last = _combined(pc.fill_null(pc.is_in(snapshots, pa.array(PASS_LAST)), False)).to_numpy(zero_copy_only=False)
+    first, last = first & read, last & read
+    # A read after a row that is no such read, or after a pass's last read, begins a pass.
+    after_other = read[1:] & (~read[:-1] | last[:-1])
+    return SnapshotPasses(
+        begins=bool(first.any() or after_other.any()),
+        opens=bool(read[0]),
+        ends_open=bool(read[-1] and not last[-1]),
+        after_load=bool(read[leading:].any()),
     )
 
 
@@ -217,6 +259,7 @@ class Collected:
     stopped_refs: dict[str, TableRef] = field(default_factory=dict)
     stopped_topics: dict[str, str] = field(default_factory=dict)  # a rebuild signals Debezium by topic
     schema_stops: dict[str, str] = field(default_factory=dict)  # of ``stopped``, a schema change's kind
+    resets: dict[str, str] = field(default_factory=dict)  # of ``stopped``, those the source reset: the cause
     # Tables a DDL in the schema change topic (MySQL/MariaDB) altered: their columns after it, and where it was.
     ddl: dict[str, tuple[SourceShape, Position]] = field(default_factory=dict)
     deferred: list[KafkaRecord] = field(default_factory=list)
@@ -228,11 +271,13 @@ class Collected:
     retried: bool = False
 
     def stop(self, tid: str, exc: TableStopped, ref: TableRef) -> None:
-        """Record that ``tid`` stopped, and what kind of schema change stopped it, if one did."""
+        """Record that ``tid`` stopped, and what kind of schema change (or reset) stopped it, if one did."""
         self.stopped[tid] = exc.reason
         self.stopped_refs[tid] = ref
         if isinstance(exc, SchemaChanged):
             self.schema_stops[tid] = exc.kind
+        if isinstance(exc, TableReset):
+            self.resets[tid] = exc.cause
 
     def staged_folders(self) -> set[str]:
         """The folders this slice's pieces were staged in."""
@@ -248,6 +293,7 @@ class Collected:
         self.stopped_refs.update(other.stopped_refs)
         self.stopped_topics.update(other.stopped_topics)
         self.schema_stops.update(other.schema_stops)
+        self.resets.update(other.resets)
         self.ddl.update(other.ddl)
         self.deferred.extend(other.deferred)
         self.poison.extend(other.poison)

@@ -40,7 +40,7 @@ from connector.debezium.ddl_events import altered_tables
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, Noise
 from connector.debezium.types import ColumnType, ConversionError, type_policy
-from connector.errors import DecodeError, SchemaChanged, TableStopped, rebuild_hint
+from connector.errors import DecodeError, SchemaChanged, TableReset, TableStopped, rebuild_hint
 from connector.events import KafkaRecord, Op
 from connector.landing_zone.layout import TableRef, table_for_topic
 
@@ -68,8 +68,9 @@ class _Events:
         self.ops: list[str] = []
         self.ts_ms: list[int | None] = []
         self.connectors: list[str | None] = []
-        # The initial-snapshot reads before the table's first other event: source.snapshot by record position.
-        self.initial_reads: dict[Position, str] = {}
+        # Every read's source.snapshot by record position (``initial_load`` tells the initial-snapshot ones), and
+        # whether every event so far was an initial-snapshot read.
+        self.reads: dict[Position, str] = {}
         self.initial_open = True
         # The last event's schema, or its row when schemaless: the piece's ``SourceShape``, made once at the end.
         self._columns: Mapping[str, ColumnType] | None = None
@@ -84,21 +85,21 @@ class _Events:
         self.ts_ms.append(event.ts_ms)
         connector = event.source.get("connector")
         self.connectors.append(str(connector) if connector else None)
-        if self.initial_open:
+        text = ""
+        if event.op == _READ:
             snapshot = event.source.get("snapshot")
             # Debezium 1.x wrote a boolean; 2.x and later one of true/first/.../last/incremental/false.
             text = "" if snapshot is None else "true" if snapshot is True else str(snapshot).lower()
-            if event.op == _READ and text != INCREMENTAL_SNAPSHOT:
-                record = event.record
-                self.initial_reads[(record.topic, record.partition, record.offset)] = text
-            else:
-                self.initial_open = False
+            record = event.record
+            self.reads[(record.topic, record.partition, record.offset)] = text
+        if event.op != _READ or text == INCREMENTAL_SNAPSHOT:
+            self.initial_open = False
 
     def facts(self, records: list[KafkaRecord] | None) -> PieceFacts:
         """The facts, with the initial-load part of the rows made from ``records`` (one per row, in file order)."""
         initial = None
-        if records and self.initial_reads:
-            snapshots = [self.initial_reads.get((r.topic, r.partition, r.offset)) for r in records]
+        if records and self.reads:
+            snapshots = [self.reads.get((r.topic, r.partition, r.offset)) for r in records]
             ops = [_READ if s is not None else "" for s in snapshots]
             initial = initial_load(pa.array(ops, pa.string()), pa.array(snapshots, pa.string()))
             initial = replace(initial, complete=self.initial_open and initial.complete)
@@ -231,7 +232,8 @@ class SliceCollector:
             run.last_offsets[position] = record.offset
         except TableStopped as exc:
             run.out.stop(tid, exc, ref)
-            log.error("%s", exc)
+            if not isinstance(exc, TableReset):  # a reset's one line is the driver's, when it begins the rebuild
+                log.error("%s", exc)
             # Rows before the poison event stay: they are correct, and the mirror keeps them.
 
     def _finish(self, run: _SliceRun) -> Collected:
@@ -321,6 +323,14 @@ class SliceCollector:
         if policy == "ignore":
             out.skipped.add("truncate")
             return
+        if policy == "rebuild":
+            # Its rebuild re-reads the table as it stands (rows inserted after the truncate too): later events go.
+            raise TableReset(
+                tid,
+                f"{event.record.position}: the source table was truncated (mirror.truncate_policy: rebuild); "
+                "rebuilding it: folder deleted, Fabric waited for, then re-read by a Debezium snapshot",
+                "truncate",
+            )
         if policy == "recreate":
             # Everything before the truncate is gone in the source too; the folder starts again.
             tables.pop(tid, None)
@@ -335,7 +345,7 @@ class SliceCollector:
         raise TableStopped(
             tid,
             f"{event.record.position}: the source table was truncated and open mirroring has no truncate marker; "
-            "set truncate_policy to 'recreate' (drops and recreates the folder) or 'ignore', then "
+            "set truncate_policy to 'rebuild' (the default: the table rebuilt), 'recreate' or 'ignore', then "
             f"{rebuild_hint(tid)}",
         )
 

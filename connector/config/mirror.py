@@ -46,7 +46,9 @@ class TableSettings(FrozenModel):
     )
     table: str | None = Field(None, description="Landing-zone table folder; default: the topic's last part.")
     key_columns: list[str] | None = Field(None, description="Key columns; default: the Debezium key's fields.")
-    truncate_policy: Literal["fail", "ignore", "recreate"] | None = None
+    truncate_policy: Literal["rebuild", "fail", "ignore", "recreate"] | None = Field(
+        None, description="Overrides mirror.truncate_policy for this topic."
+    )
     toast_policy: Literal["fail", "keep-last"] | None = None
     poison_policy: Literal["stop", "dead-letter"] | None = Field(
         None, description="Overrides mirror.poison_policy for this topic."
@@ -110,7 +112,14 @@ class MirrorSettings(FrozenModel):
         "Debezium re-sends after a restart cannot duplicate rows (0 does no duplicate-key check). "
         "Opt out (false) only for an insert-only source that never restarts.",
     )
-    truncate_policy: Literal["fail", "ignore", "recreate"] = "fail"
+    truncate_policy: Literal["rebuild", "fail", "ignore", "recreate"] = Field(
+        "rebuild",
+        description="A TRUNCATE of a source table (open mirroring has no truncate marker): 'rebuild' rebuilds the "
+        "table (folder deleted, Fabric waited for, Debezium incremental snapshot, which also reads the rows written "
+        "after the truncate; not counted in rebuild.max_automatic); 'fail' stops the table; 'ignore' keeps the "
+        "truncated rows in the mirror; 'recreate' deletes the folder and goes on from file 1 at once, without "
+        "waiting for Fabric to drop the table.",
+    )
     toast_policy: Literal["fail", "keep-last"] = "fail"
     keep_last_removed_keys: int = Field(
         10_000,
@@ -224,15 +233,16 @@ class MirrorSettings(FrozenModel):
     def asks_for_snapshots(self) -> bool:
         """Whether the mirror may ask Debezium for an incremental snapshot by itself (Debezium's signal channel).
 
-        A stopped table rebuilt, a schema change rebuilt or refreshed, lost records rebuilt: each re-reads the
-        table through a snapshot signal. With the defaults, all but the first do.
+        A stopped table rebuilt, a schema change rebuilt or refreshed, lost records or a truncate rebuilt: each
+        re-reads the table through a snapshot signal. With the defaults, all but the first do.
         """
         policies = [self.schema_changes, *(t.schema_changes for t in self.tables.values() if t.schema_changes)]
         heals = any(
             p.column_added == "refresh" or "rebuild" in (p.column_removed, p.type_changed, p.key_changed)
             for p in policies
         )
-        return heals or self.on_table_stopped == "rebuild" or self.on_data_lost == "rebuild"
+        truncates = [self.truncate_policy, *(t.truncate_policy for t in self.tables.values())]
+        return heals or "rebuild" in (self.on_table_stopped, self.on_data_lost, *truncates)
 
 
 def _parse_precision_scale(spec: str, where: str) -> tuple[int, int]:

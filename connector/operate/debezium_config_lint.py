@@ -75,7 +75,7 @@ def database_kind(connector_class: str) -> str:
 
 
 def lint_debezium_config(
-    name: str, config: Mapping[str, str], truncate_policy: str = "fail", *, rebuilds: bool = False
+    name: str, config: Mapping[str, str], truncate_policy: str = "rebuild", *, rebuilds: bool = False
 ) -> list[Finding]:
     """The findings for one connector's config.
 

@@ -102,6 +102,14 @@ DATA_LOST = Counter(
     ["table"],
     registry=REGISTRY,
 )
+TABLE_RESETS = Counter(
+    "cdc_mirror_table_resets",
+    "Rebuilds begun because the source reset a table, by reason: truncate (mirror.truncate_policy: rebuild), "
+    "new_snapshot (Debezium snapshotted it again after its initial load: a slot or offsets lost), snapshot_restart "
+    "(Debezium restarted its snapshot during the table's initial load).",
+    ["table", "reason"],
+    registry=REGISTRY,
+)
 READY = Gauge("cdc_mirror_ready", "1 while /readyz answers 200 (see HealthState).", registry=REGISTRY)
 KAFKA_REACHABLE = Gauge(
     "cdc_mirror_kafka_reachable",
@@ -178,6 +186,8 @@ def record_batch(result: BatchResult, now: float | None = None) -> None:
         DEAD_LETTERS.labels(table).inc(count)
     for table, (kind, action) in result.schema_changes.items():
         SCHEMA_CHANGES.labels(table, kind, action).inc()
+    for table, reason in result.resets.items():
+        TABLE_RESETS.labels(table, reason).inc()
     BATCH_DURATION.observe(result.duration_s)
     BATCHES.labels("committed").inc()
     LAST_COMMIT.set(now)

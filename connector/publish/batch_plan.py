@@ -28,7 +28,7 @@ from connector.collect.slice import collect_slice
 from connector.collect.staging import stage_slice
 from connector.collect.toast_store import ToastStore, ToastStores
 from connector.config import MirrorSettings
-from connector.errors import LandingZoneCorrupt, SchemaChanged, TableStopped
+from connector.errors import LandingZoneCorrupt, SchemaChanged, TableReset, TableStopped
 from connector.events import KafkaRecord
 from connector.publish.batch_result import BatchResult
 from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
@@ -97,15 +97,18 @@ class BatchPlanner:
         state = self._ledger.state
         tables = dict(state.tables)
         files: list[PlannedFile] = []
-        tids = sorted(set(merged.tables) | merged.recreate)
+        tids = sorted(set(merged.tables) | merged.recreate | set(merged.resets))
         if merged.tables:
             self._tables.partner_events(next((t.connector for t in merged.tables.values() if t.connector), None))
         outcomes = for_each_table(lambda tid: self._plan_table(tid, merged), tids, self.mirror.publish_parallelism)
         unused = list(merged.unused)
         schema_stops = dict(merged.schema_stops)
+        resets: dict[str, TableReset] = {}
         for tid, outcome in zip(tids, outcomes, strict=True):
-            if outcome is None:
+            if outcome is None or isinstance(outcome, TableReset):
                 unused.extend(merged.tables[tid].staged if tid in merged.tables else ())
+                if outcome is not None:
+                    resets[tid] = outcome
                 continue
             if isinstance(outcome, TableStopped):
                 # A table stopped mid-batch still publishes the rows before the event that stopped it; one
@@ -125,6 +128,7 @@ class BatchPlanner:
                 path = self._ledger.write_toast_snapshot(tid, batch_id, self.toast.stores[tid].snapshot())
                 table_state = replace(table_state, toast_snapshot=path)
             tables[tid] = replace(table_state, topic=merged.topics.get(tid, table_state.topic))
+        self._begin_rebuilds(merged, tables, resets, result)
         self._follow_ddls(merged, tables, result)
         self._discard(unused, [merged.refs[tid].folder for tid in result.stopped if tid in merged.refs])
         self._record_stops(merged, tables, schema_stops, result)
@@ -184,6 +188,23 @@ class BatchPlanner:
             if table is not None and not table.lifecycle.skips_events and tid not in result.stopped:
                 tables[tid] = self._follow_ddl(tid, table, shape, result)
 
+    def _begin_rebuilds(
+        self, merged: MergedBatch, tables: dict[str, TableState], resets: dict[str, TableReset], result: BatchResult
+    ) -> None:
+        """Each table the source reset in this batch (a truncate, a new snapshot) begins its rebuild: one line each.
+
+        Not an automatic rebuild of a stopped table (``rebuild.max_automatic`` does not count it): the source, not
+        a failure, asked for it, and a nightly reload must not use the count up.
+        """
+        for tid, reset in resets.items():
+            ref = merged.refs.get(tid)
+            previous = tables.get(tid) or TableState(folder=ref.folder if ref else tid)
+            previous = replace(previous, topic=merged.topics.get(tid, previous.topic))
+            log.warning("table %s: %s", tid, reset.reason)
+            tables[tid] = replace(previous, lifecycle=previous.lifecycle.begin_rebuild(reset.reason, now=time.time()))
+            result.resets[tid] = reset.cause
+            result.stopped.pop(tid, None)  # a poison event in another partition: the rebuild re-reads past it
+
     def _record_stops(
         self, merged: MergedBatch, tables: dict[str, TableState], schema_stops: dict[str, str], result: BatchResult
     ) -> None:
@@ -213,6 +234,8 @@ class BatchPlanner:
         known = self._ledger.state.tables.get(tid)
         if known is not None and known.lifecycle.skips_events and tid not in merged.recreate:
             return None
+        if tid in merged.resets:
+            return merged.resets[tid]
         files = merged.tables.get(tid)
         if known is not None and files is not None and tid not in merged.recreate:
             change = column_change(tid, known.source_columns, files.shape, self.mirror.schema_changes_for(known.topic))

@@ -34,6 +34,8 @@ class BatchResult:
     dead_letters: dict[str, int] = field(default_factory=dict)
     # Schema changes seen, per table: (kind, action), for ``cdc_mirror_schema_changes_total`` and the logs.
     schema_changes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # Tables whose rebuild a reset of the source began (a TRUNCATE, a new Debezium snapshot): the cause.
+    resets: dict[str, str] = field(default_factory=dict)
     duration_s: float = 0.0
 
     @property

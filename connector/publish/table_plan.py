@@ -15,7 +15,6 @@ from dataclasses import replace
 import pyarrow as pa
 
 from connector.collect.encoding import FileFormat
-from connector.collect.ordering import Position
 from connector.collect.pieces import StagedFile
 from connector.collect.staging import TableChange, cast_to, restage, with_marker
 from connector.collect.table_buffer import MARKER_TYPE
@@ -23,7 +22,7 @@ from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing_zone.layout import METADATA_FILE, TableRef, data_file_name
-from connector.publish.initial_load import check_initial_load
+from connector.publish.initial_load import check_initial_load, snapshot_reset
 from connector.publish.ledger import PlannedFile, TableState
 from connector.publish.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
 from connector.publish.numbering import FileNumbering, check_no_gap
@@ -60,7 +59,7 @@ class TablePlanner:
 
         Raises:
             TableStopped: the files' types conflict with the established schema, or ``_metadata.json`` with
-                what the table needs.
+                what the table needs; ``TableReset`` when Debezium snapshotted the table again (its rebuild).
             LandingZoneCorrupt: the landing zone and the ledger disagree (the folder deleted outside us).
         """
         # A truncate under ``recreate`` deletes the folder, with the files this batch staged after the truncate
@@ -72,8 +71,9 @@ class TablePlanner:
         if files is None or files.schema is None or not len(files):
             return table_state, []
         check = check_initial_load(files.pieces, table_state)
-        if check.second_pass is not None:
-            return self._second_pass(ref, files, table_state, check.second_pass), []
+        reset = snapshot_reset(ref.id, check)
+        if reset is not None:
+            raise reset  # its rebuild re-reads the table: none of this batch's files of it are published
         topic, partition, offset = files.first
         where = f"{topic}[{partition}]@{offset}: " if topic else ""
         merged = merge_schema(ref.id, table_state.arrow_schema(), files.schema, where)
@@ -129,22 +129,6 @@ class TablePlanner:
                 incremental = incremental or item.has_marker
                 out.append(item)
         return out, incremental
-
-    def _second_pass(self, ref: TableRef, files: TableFiles, table_state: TableState, where: Position) -> TableState:
-        """Debezium started the table's snapshot again during its initial load: rebuild the table, publish nothing.
-
-        The batch's staged files of the table go; its later events are skipped until the rebuild re-reads it.
-        """
-        for item in files.staged:
-            self.landing.delete(item.path)
-        topic, partition, offset = where
-        reason = (
-            f"{topic}[{partition}]@{offset}: Debezium started its snapshot of {ref.id} again during the table's "
-            "initial load (a second snapshot pass: the first pass's rows may be gone or changed in the source); "
-            "rebuilding the table"
-        )
-        log.warning("table %s: %s", ref.id, reason)
-        return replace(table_state, lifecycle=table_state.lifecycle.begin_rebuild(reason, now=time.time()))
 
     def _ensure_metadata(self, ref: TableRef, content: dict[str, object], table_state: TableState) -> None:
         """``_metadata.json`` written once and meaning ``content``; a deleted folder found on the way stops the table.

@@ -17,7 +17,7 @@ import pyarrow as pa
 from connector.collect.ordering import Position, position_order
 from connector.collect.pieces import Collected, SourceShape, StagedFile, TablePiece
 from connector.debezium.types import type_name
-from connector.errors import SchemaChanged, TableStopped, rebuild_hint
+from connector.errors import SchemaChanged, TableReset, TableStopped, rebuild_hint
 from connector.landing_zone.layout import TableRef
 from connector.publish.batch_result import BatchResult
 
@@ -57,6 +57,7 @@ class MergedBatch:
     unused: list[StagedFile] = field(default_factory=list)  # staged files no table publishes (voided, stopped)
     schema_stops: dict[str, str] = field(default_factory=dict)  # tables a schema change stopped: its kind
     ddl: dict[str, SourceShape] = field(default_factory=dict)  # tables a DDL altered: their columns after the last
+    resets: dict[str, TableReset] = field(default_factory=dict)  # tables the source reset (a truncate): rebuilt
 
 
 def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatch:
@@ -65,13 +66,10 @@ def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatc
     refs: dict[str, TableRef] = {}
     topics: dict[str, str] = {}
     schema_stops: dict[str, str] = {}
+    resets: dict[str, TableReset] = {}
     for part in slices:
         _count(part, result)
-        for tid, reason in part.stopped.items():
-            result.stopped.setdefault(tid, reason)
-            refs[tid] = part.stopped_refs[tid]
-            if tid in part.schema_stops:
-                schema_stops.setdefault(tid, part.schema_stops[tid])
+        _stops(part, result, refs, schema_stops, resets)
         topics.update(part.stopped_topics)
         for tid, piece in part.pieces.items():
             pieces.setdefault(tid, []).append(piece)
@@ -103,7 +101,25 @@ def merge_slices(slices: Sequence[Collected], result: BatchResult) -> MergedBatc
         ts_ms = tables[tid].max_source_ts_ms
         if ts_ms is not None:
             result.max_source_ts_ms = max(result.max_source_ts_ms or 0, ts_ms)
-    return MergedBatch(tables, recreate, refs, topics, unused, schema_stops, _last_ddl(slices))
+    return MergedBatch(tables, recreate, refs, topics, unused, schema_stops, _last_ddl(slices), resets)
+
+
+def _stops(
+    part: Collected,
+    result: BatchResult,
+    refs: dict[str, TableRef],
+    schema_stops: dict[str, str],
+    resets: dict[str, TableReset],
+) -> None:
+    """The tables a slice stopped: stopped in ``result``, or (reset by the source) to be rebuilt."""
+    for tid, reason in part.stopped.items():
+        refs[tid] = part.stopped_refs[tid]
+        if tid in part.resets:  # not stopped: its rebuild begins (``BatchPlanner``)
+            resets.setdefault(tid, TableReset(tid, reason, part.resets[tid]))
+            continue
+        result.stopped.setdefault(tid, reason)
+        if tid in part.schema_stops:
+            schema_stops.setdefault(tid, part.schema_stops[tid])
 
 
 def _last_ddl(slices: Sequence[Collected]) -> dict[str, SourceShape]:

@@ -216,7 +216,7 @@ def test_noise_makes_no_rows_and_no_folders(zone: Zone) -> None:
 def test_truncate_fail_stops_that_table_only(zone: Zone) -> None:
     t = customers()
     other = Topic("dbserver1.public.orders", COLUMNS, ["id"])
-    sink = zone.sink()
+    sink = zone.sink(truncate_policy="fail")
     result = sink.process_batch(
         0, [t.record("c", None, row(1)), t.truncate(), t.record("c", None, row(2)), other.record("c", None, row(9))]
     )
@@ -423,7 +423,8 @@ def test_initial_load_is_marker_free_until_the_first_change_and_never_again(zone
     sink.process_batch(0, [t.record("r", None, row(1), snapshot="first"), t.record("r", None, row(2))])
     # One batch holding the end of the snapshot and the first change: split into a marker-free and a marked file.
     sink.process_batch(1, [t.record("r", None, row(3), snapshot="last"), t.record("u", row(1), row(1, "x"))])
-    sink.process_batch(2, [t.record("r", None, row(4))])  # a read after the first change: the marker stays
+    # An incremental snapshot's read after the first change: the marker stays.
+    sink.process_batch(2, [t.record("r", None, row(4), snapshot="incremental")])
     files = zone.table_files()
     assert ["__rowMarker__" in zone.schema(f).names for f in files] == [False, False, True, True]
     assert [r["id"] for r in zone.read_rows()] == [1, 2, 3, 1, 4]
@@ -493,7 +494,7 @@ def test_one_snapshot_pass_is_no_second_pass(zone: Zone, batches: list[list[tupl
         sink.process_batch(batch_id, [t.record("r", None, row(key), snapshot=mark) for mark, key in reads])
     last = len(batches)
     sink.process_batch(last, [t.record("c", None, row(9))])
-    sink.process_batch(last + 1, [t.record("r", None, row(1), snapshot="first")])  # after a change: upserted
+    sink.process_batch(last + 1, [t.record("r", None, row(1), snapshot="incremental")])  # asked for: upserted
     state = _only_table(sink)
     assert state.lifecycle.phase in (Phase.RUNNING, Phase.STOPPED) and not state.lifecycle.stop_reason
     last = zone.read_rows()[-1]

@@ -138,10 +138,12 @@ def test_the_mirror_asks_for_snapshots_unless_every_healing_policy_is_off() -> N
 
     assert MirrorSettings().asks_for_snapshots  # the defaults heal tables through Debezium's signal channel
     manual = SchemaChangeSettings(column_added="union", column_removed="keep", type_changed="stop", key_changed="stop")
-    off = MirrorSettings(schema_changes=manual, on_data_lost="stop", on_table_stopped="stay")
+    off = MirrorSettings(schema_changes=manual, on_data_lost="stop", on_table_stopped="stay", truncate_policy="fail")
     assert not off.asks_for_snapshots
     for healing in (
         {"on_data_lost": "rebuild"},
+        {"truncate_policy": "rebuild"},
+        {"tables": {"db.public.t": TableSettings(truncate_policy="rebuild")}},
         {"on_table_stopped": "rebuild"},
         {"schema_changes": manual.model_copy(update={"column_added": "refresh"})},
         {

@@ -95,3 +95,9 @@ def test_schema_changes_left_out_of_kafka_are_named_on_mysql_only() -> None:
     assert (
         settings({"connector.class": POSTGRES, "skipped.operations": "none", "include.schema.changes": "false"}) == []
     )
+
+
+def test_skipped_truncates_are_named_under_the_default_truncate_policy() -> None:
+    config = {**RECOMMENDED_MYSQL, "skipped.operations": "t"}
+    (finding,) = lint_debezium_config("c", config)  # the default mirror.truncate_policy: rebuild
+    assert finding.setting == "skipped.operations" and "'rebuild'" in finding.consequence

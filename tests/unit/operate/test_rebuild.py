@@ -282,7 +282,10 @@ def test_a_rebuilt_table_writes_creates_and_reads_as_upserts_even_without_replay
     sink, landing, _ = make_sink(tmp_path, signals, on_table_stopped="rebuild", replay_safe_inserts=False)
     t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
     stop_customers(sink, t, other)
-    records = [t.record("c", None, {"id": 3, "name": 6}), t.record("r", None, {"id": 3, "name": 6})]
+    records = [
+        t.record("c", None, {"id": 3, "name": 6}),
+        t.record("r", None, {"id": 3, "name": 6}, snapshot="incremental"),
+    ]
     others = [other.record("c", None, {"id": 12, "name": "x"})]
     if lane:
         sink.process_table(2, as_arrow(records + others))

@@ -73,12 +73,12 @@ class Source:
         """A sink on the same landing zone and ledger, as after a restart (kill -9)."""
         return MirrorSink(self.landing, self.checkpoint, self.mirror, source=self.source, snapshot_signal=self.signals)
 
-    def record(self, op: str, row: dict[str, Any]) -> KafkaRecord:
-        record = self.topic.record(op, None, row)
+    def record(self, op: str, row: dict[str, Any], snapshot: str | None = None) -> KafkaRecord:
+        record = self.topic.record(op, None, row, snapshot=snapshot)
         return self.avro.convert(record) if self.avro is not None else record
 
-    def publish(self, *rows: dict[str, Any], op: str = "u") -> BatchResult:
-        result = self.sink.process_batch(self.batch, [self.record(op, row) for row in rows])
+    def publish(self, *rows: dict[str, Any], op: str = "u", snapshot: str | None = None) -> BatchResult:
+        result = self.sink.process_batch(self.batch, [self.record(op, row, snapshot) for row in rows])
         self.batch += 1
         return result
 
@@ -121,7 +121,7 @@ def test_a_column_added_with_a_default_refreshes_the_table_in_place(
     assert source.signals.sent == [(TABLE, TOPIC)] and source.phase is Phase.SNAPSHOT_REQUESTED
     (line,) = table_lines(source.sink.state)
     assert line.state == "running" and (line.reason or "").startswith("refreshed ")
-    source.publish({"id": 2, "label": "b", "qty": 2, "region": "EU"}, op="r")  # the snapshot's read of row 2
+    source.publish({"id": 2, "label": "b", "qty": 2, "region": "EU"}, op="r", snapshot="incremental")  # its read
     assert source.markers("00000000000000000003.parquet") == [4]  # an upsert: row 2 is replaced, not doubled
     assert source.sink.state.tables[TABLE].source_columns == ("id", "label", "qty", "region")
 
