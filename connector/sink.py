@@ -30,11 +30,13 @@ import pyarrow as pa
 
 from connector.collect.pieces import CollectContext, Collected
 from connector.collect.poison import DeadLetter, dead_letter_in_use
+from connector.collect.staging import stage_slice
 from connector.config import MirrorSettings, SourceSettings
 from connector.errors import ConfigError
 from connector.events import KafkaRecord
 from connector.operate.deadletter import DeadLetterWriter
 from connector.operate.rebuild import FabricTables, SnapshotSignal, TableRebuilder
+from connector.publish.audit_deletes import delete_slice
 from connector.publish.batch_plan import BatchInput, BatchPlanner, retried_folders
 from connector.publish.batch_result import BatchResult
 from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, LedgerState
@@ -113,7 +115,7 @@ class SinkBatch:
             # What the executors staged for a batch published already is not needed.
             self._sink.discard(given.slices)
             return self
-        self._steps = self._sink.steps(self.batch_id, given, self.result)
+        self._steps = self._sink.steps(self.batch_id, self._sink.with_audit_deletes(self.batch_id, given), self.result)
         next(self._steps, None)
         return self
 
@@ -177,6 +179,7 @@ class MirrorSink:
         )
         self._rebuilds_checked: int | None = None
         self._unpublished: BatchPlan | None = None  # written, not yet published and committed
+        self._audit_deletes: dict[str, list[tuple[object, ...]]] = {}  # the audit's, for the next batch
         # Held by whoever works on the sink (a batch's ``with`` block, the rebuild ticker between batches): it is
         # not thread-safe.
         self.lock = threading.RLock()
@@ -234,6 +237,23 @@ class MirrorSink:
             self._ledger.storage.delete(path)
         self._rebuilds_checked = batch_id
         return changed
+
+    def queue_deletes(self, table_id: str, keys: Sequence[tuple[object, ...]]) -> None:
+        """Publish delete rows for ``keys`` of ``table_id`` with the next batch, ahead of its records (the audit).
+
+        A batch that fails loses them: the audit finds the keys again in its next round.
+        """
+        with self.lock:
+            self._audit_deletes.setdefault(table_id, []).extend(keys)
+
+    def with_audit_deletes(self, batch_id: int, given: BatchInput) -> BatchInput:
+        """``given`` with the queued deletes as a first slice, staged here (``connector.publish.audit_deletes``)."""
+        if not self._audit_deletes:
+            return given
+        deletes, self._audit_deletes = self._audit_deletes, {}
+        collected = delete_slice(self._ledger.state.tables, deletes)
+        staged = stage_slice(self.landing, batch_id, collected, self.collect_context(defer_keep_last=False))
+        return replace(given, slices=[staged, *given.slices])
 
     def _recover(self) -> int:
         """Finish any batch a crash interrupted and delete orphaned staged files; returns plans completed."""

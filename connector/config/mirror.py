@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from connector.config.audit import AuditSettings
 from connector.config.base import FrozenModel
 
 
@@ -181,6 +182,7 @@ class MirrorSettings(FrozenModel):
         "publishing; 'stop' stops the job (exit 2) with one line naming topic, partition and offsets.",
     )
     rebuild: RebuildSettings = Field(default_factory=RebuildSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
     schema_changes: SchemaChangeSettings = Field(default_factory=SchemaChangeSettings)
     tables: dict[str, TableSettings] = Field(default_factory=dict)
 

@@ -133,6 +133,9 @@ def _merged(table: str, source_rows: int, mirror_rows: int, chunks: list[TableRe
         report.missing += chunk.missing
         report.extra += chunk.extra
         report.differing += chunk.differing
+        report.missing_keys += chunk.missing_keys
+        report.extra_keys += chunk.extra_keys
+        report.differing_keys += chunk.differing_keys
         for example in chunk.examples:
             report.add_example(example)
     report.matching = max(0, source_rows - report.missing - report.differing)

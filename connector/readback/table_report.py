@@ -35,6 +35,12 @@ class TableReport:
     """Mirror columns the source table lacks (dropped or renamed there), each with the rows holding a value."""
     missing_columns: list[str] = field(default_factory=list)
     """Source columns the mirror lacks, though it holds the table."""
+    missing_keys: list[tuple[Any, ...]] = field(default_factory=list)
+    """Keys of the ``missing`` rows, as the source gives them (the audit re-reads them)."""
+    differing_keys: list[tuple[Any, ...]] = field(default_factory=list)
+    """Keys of the ``differing`` rows, as the source gives them (the audit re-reads them)."""
+    extra_keys: list[tuple[Any, ...]] = field(default_factory=list)
+    """Keys of the ``extra`` rows, as the mirror holds them (the audit deletes those the source lacks)."""
 
     @property
     def ok(self) -> bool:
@@ -131,19 +137,23 @@ def compare_by_key(
         candidates = mirrored.get(key, [])
         if not candidates:
             report.missing += 1
+            report.missing_keys.append(key)
             report.add_example(f"missing key {key}")
             continue
         if len(candidates) > 1:
             report.extra += len(candidates) - 1
+            report.extra_keys.append(mirror_key(candidates[0]))
             report.add_example(f"key {key} appears {len(candidates)} times in the mirror")
         diffs = differences(row, candidates[0])
         if diffs:
             report.differing += 1
+            report.differing_keys.append(key)
             report.add_example(f"key {key}: " + "; ".join(diffs), max_examples)
         else:
             report.matching += 1
     for key, rows in mirrored.items():
         if key not in seen:
             report.extra += len(rows)
+            report.extra_keys.append(key)
             report.add_example(f"extra key {key}")
     return report

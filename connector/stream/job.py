@@ -21,6 +21,7 @@ from connector.errors import ConnectorError
 from connector.operate import metrics
 from connector.operate.job_status import JobStatusRecorder
 from connector.sink import MirrorSink
+from connector.stream.audit_loop import AuditLoop
 from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
 from connector.stream.broker_check import BrokerCheck
 from connector.stream.kafka_ranges import RangeSplit
@@ -110,6 +111,7 @@ def _batch_writer(started: StartedJob, graceful: GracefulStop) -> BatchWriter:
 def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRecorder) -> int:
     """Run Spark's query until it ends or a stop is requested; the exit code."""
     settings, health, fabric_status, sink = started.settings, started.health, started.fabric_status, started.writer.sink
+    audit = AuditLoop(settings, sink, started.writer.landing_location) if settings.mirror.audit.enabled else None
     spark = spark_session(settings)
     # Again after the session: PySpark's SparkContext installs a SIGINT handler of its own that calls into the JVM.
     restore_signals = graceful.install()
@@ -126,6 +128,8 @@ def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRec
     if fabric_status is not None:
         fabric_status.start()
     rebuilds = RebuildTicker(sink, REBUILD_TICK_S).start()
+    if audit is not None:
+        audit.start()
     try:
         try:
             _watch(query, graceful, health, settings.mirror.on_data_lost)
@@ -133,6 +137,8 @@ def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRec
             # The last batch may still be published behind: it is committed before anything stops or reports.
             batch_writer.close()
     finally:
+        if audit is not None:
+            audit.stop()
         rebuilds.stop()
         restore_signals()
         if broker_check is not None:

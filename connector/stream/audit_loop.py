@@ -1,0 +1,217 @@
+"""The continuous audit on the driver (``mirror.audit``): a thread that runs a round every ``interval_s``.
+
+Each round compares the audited tables with Fabric's Delta tables (``connector.readback.audit``) and repairs what
+differs through the running stream: delete rows go out with the sink's next batch (``MirrorSink.queue_deletes``),
+re-reads through Debezium's signal channel (``connector.stream.audit_signal``), rebuilds as requests the sink takes
+(``connector.operate.rebuild.request_rebuild``). The lag gate waits until the sink has committed every record the
+table's topic held once Debezium had the source position, then until Fabric took the files published by then.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from connector.config import ConnectorSettings
+from connector.config.audit import AuditSettings
+from connector.errors import ConfigError
+from connector.operate.rebuild import request_rebuild
+from connector.publish.audit_deletes import table_ref
+from connector.publish.ledger import LedgerState, TableState
+from connector.publish.lifecycle import Phase
+from connector.readback.audit import AuditRound, AuditTarget, TableAudit
+from connector.readback.chunk_compare import Key
+from connector.readback.database_postgres import PostgresReader
+from connector.readback.mirror_compare import Settle, fabric_settle
+from connector.readback.mirrored_tables import MirroredTables, tables_url
+from connector.secrets import resolve_secret_references
+from connector.sink import MirrorSink
+from connector.storage.location import StorageLocation
+from connector.stream.audit_signal import KeyedSnapshotSignal
+
+log = logging.getLogger(__name__)
+
+POLL_S = 1.0
+
+
+def mirrored_tables(audit: AuditSettings, landing: StorageLocation) -> MirroredTables:
+    """Fabric's tables the audit reads: ``tables_path``, else the mirrored database's beside the landing zone.
+
+    Raises:
+        ConfigError: neither is known (a local landing zone without ``mirror.audit.tables_path``).
+    """
+    if audit.tables_path:
+        return MirroredTables(audit.tables_path, landing.identity)
+    try:
+        return MirroredTables(tables_url(landing.url), landing.identity)
+    except ConfigError:
+        msg = f"mirror.audit needs tables_path: {landing.url} is no mirrored database's landing zone"
+        raise ConfigError(msg) from None
+
+
+def source_url(audit: AuditSettings) -> str:
+    """The source database's URL, its secret reference resolved (never logged).
+
+    Raises:
+        ConfigError: ``mirror.audit.source_url`` is not set, or its reference cannot be resolved.
+    """
+    if audit.source_url is None:
+        msg = "mirror.audit.enabled needs mirror.audit.source_url (${env:NAME} or ${file:/path})"
+        raise ConfigError(msg)
+    return resolve_secret_references(audit.source_url.get_secret_value(), "mirror.audit.source_url")
+
+
+def audit_targets(state: LedgerState, wanted: Sequence[str]) -> list[AuditTarget]:
+    """The tables to audit now: those asked for (all when none), running, with keys, no snapshot re-reading them."""
+    targets = []
+    for tid, table in sorted(state.tables.items()):
+        if wanted and tid not in wanted:
+            continue
+        if table.lifecycle.phase is not Phase.RUNNING or table.lifecycle.awaits_snapshot:
+            continue
+        if not table.key_columns or table.topic is None or table.schema is None:
+            continue
+        targets.append(AuditTarget(table_ref(tid, table.folder), table.key_columns))
+    return targets
+
+
+class SinkRepairs:
+    """The audit's repairs through the running stream (``readback.audit.Repairs``)."""
+
+    def __init__(self, sink: MirrorSink, signal: KeyedSnapshotSignal) -> None:
+        self._sink = sink
+        self._signal = signal
+
+    def delete(self, table_id: str, keys: Sequence[Key]) -> None:
+        """Delete rows with the sink's next batch."""
+        self._sink.queue_deletes(table_id, keys)
+        log.warning("audit repair: table %s: %d delete rows go out with the next batch", table_id, len(keys))
+
+    def reread(self, table_id: str, keys: Sequence[Key]) -> None:
+        """Debezium reads the keys again."""
+        table = self._table(table_id)
+        assert table.topic is not None  # noqa: S101 - audit_targets takes only tables whose topic is known
+        ids = self._signal.reread(table.topic, table.key_columns, keys)
+        log.warning(
+            "audit repair: table %s: asked Debezium to read %d keys again (signals %s)", table_id, len(keys), ids
+        )
+
+    def rebuild(self, table_id: str, reason: str) -> None:
+        """A rebuild request, carried out by the sink like ``rebuild``'s."""
+        request = request_rebuild(self._sink.ledger.storage, table_id)
+        log.warning("audit repair: table %s: rebuild requested (%s; request %s)", table_id, reason, request.id)
+
+    def _table(self, table_id: str) -> TableState:
+        return self._sink.state.tables[table_id]
+
+
+class AuditLoop:
+    """Runs an audit round every ``interval_s`` on a daemon thread until ``stop``."""
+
+    def __init__(self, settings: ConnectorSettings, sink: MirrorSink, landing: StorageLocation) -> None:
+        self._audit = settings.mirror.audit
+        self._sink = sink
+        self._url = source_url(self._audit)
+        self._tables = mirrored_tables(self._audit, landing)
+        self._repairs = SinkRepairs(sink, KeyedSnapshotSignal(settings.source, settings.mirror.rebuild))
+        self._source = settings.source
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="mirror-audit", daemon=True)
+
+    def start(self) -> AuditLoop:
+        """Run in a daemon thread."""
+        log.info(
+            "audit: every %.0f s against %s, at most %.0f rows/s",
+            self._audit.interval_s,
+            self._tables.url,
+            self._audit.max_rows_per_s,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """End the loop (at shutdown); a round under way stops after its table."""
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def round(self) -> None:
+        """One round over the audited tables (a failure is logged; the next round tries again)."""
+        targets = audit_targets(self._sink.state, self._audit.tables)
+        if not targets:
+            return
+        try:
+            with PostgresReader(self._url) as reader:
+                audit = TableAudit(self._audit, reader, self._tables, self._sink.landing, self._settle_for)
+                rounds = AuditRound(
+                    self._audit, audit.audit, self._repairs, stop=self._stopped, checkpoint=self._sink.ledger.storage
+                )
+                rounds.run(targets)
+        except Exception as exc:  # noqa: BLE001 - the next round tries again; the stream goes on
+            log.error("audit: the round failed (%s); tried again in %.0f s", exc, self._audit.interval_s)
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            started = time.monotonic()
+            self.round()
+            self._stopped.wait(max(0.0, self._audit.interval_s - (time.monotonic() - started)))
+
+    def _settle_for(self, reader: PostgresReader, target: AuditTarget) -> Settle:
+        return fabric_settle(
+            reader,
+            self._sink.landing,
+            target.ref,
+            timeout_s=self._audit.settle_s,
+            published_through=lambda: self._published_through(target.id),
+        )
+
+    def _published_through(self, table_id: str) -> int:
+        """The table's last file once the sink committed what its topic held now (or the wait ran out)."""
+        topic = self._sink.state.tables[table_id].topic
+        ends = topic_ends(self._source, topic) if topic else {}
+        deadline = time.monotonic() + self._audit.settle_s
+        while ends and not _committed_past(self._sink.state, topic or "", ends):
+            if time.monotonic() >= deadline or self._stopped.is_set():
+                break
+            time.sleep(POLL_S)
+        return self._sink.state.tables[table_id].next_number - 1
+
+
+def topic_ends(source: Any, topic: str) -> dict[int, int]:
+    """Each partition's end offset (high watermark) of ``topic`` now."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from connector.kafka_client import client_security_options
+
+    options, _skipped = client_security_options(source)
+    consumer = Consumer({**options, "bootstrap.servers": source.bootstrap_servers, "group.id": "cdc-mirror-audit"})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        partitions = metadata.topics[topic].partitions if topic in metadata.topics else {}
+        ends = {}
+        for partition in partitions:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            ends[partition] = int(high)
+        return ends
+    finally:
+        consumer.close()
+
+
+def _committed_past(state: LedgerState, topic: str, ends: dict[int, int]) -> bool:
+    """Whether the last committed batch read ``topic`` up to ``ends`` (Spark's end offsets in the ledger)."""
+    if not state.sources:
+        return False
+    read: dict[int, int] = {}
+    for line in state.sources[-1].offsets:
+        try:
+            parsed = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(parsed, dict) and isinstance(parsed.get(topic), dict):
+            read.update({int(p): int(o) for p, o in parsed[topic].items()})
+    return all(read.get(partition, 0) >= end for partition, end in ends.items() if end > 0)
