@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from connector.errors import ConfigError
+from connector.operate.audit_status import read_audit_status
 from connector.operate.job_status import read_job_status
 from connector.operate.rebuild import request_rebuild
 from connector.operate.table_status import TableLine, table_lines, table_state_word
@@ -38,7 +39,7 @@ def tables_command(checkpoint: Storage, *, as_json: bool, fabric: Mapping[str, A
     if job is not None:
         # First: a job that stopped explains why every table stands still (they still say ``running``).
         print(orjson.dumps({"job": asdict(job)}).decode() if as_json else job.text())
-    lines = table_lines(ledger.state, fabric)
+    lines = table_lines(ledger.state, fabric, read_audit_status(checkpoint))
     for line in lines:
         print(orjson.dumps(line.__dict__).decode() if as_json else line.text())
     if not lines and not as_json:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from connector.operate.audit_status import TableAuditStatus
 from connector.publish.ledger import LedgerState, TableState
 from connector.publish.lifecycle import Phase, SnapshotState
 
@@ -32,6 +33,7 @@ class TableLine:
     fabric_state: str | None = None
     fabric_rows: int | None = None
     snapshot: str | None = None  # the tracked incremental snapshot's progress, while it runs
+    audit: str | None = None  # the continuous audit's last look at the table (mirror.audit), when it ran
 
     def text(self) -> str:
         """The human line."""
@@ -51,6 +53,8 @@ class TableLine:
                 parts.append(f"fabric_rows={self.fabric_rows}")
         if self.snapshot:
             parts.append(f"snapshot={self.snapshot}")
+        if self.audit:
+            parts.append(f"audit={self.audit}")
         if self.reason:
             parts.append(f"reason={self.reason}")
         return "  ".join(parts)
@@ -61,11 +65,19 @@ def table_state_word(table: TableState) -> str:
     return table.lifecycle.word
 
 
-def table_lines(state: LedgerState, fabric: Mapping[str, Any] | None = None) -> list[TableLine]:
-    """One line per table of the ledger's state, with Fabric's state when ``fabric`` (status by table id) is given."""
+def table_lines(
+    state: LedgerState,
+    fabric: Mapping[str, Any] | None = None,
+    audits: Mapping[str, TableAuditStatus] | None = None,
+) -> list[TableLine]:
+    """One line per table of the ledger's state, with Fabric's state and the table's last audit when known.
+
+    ``fabric`` is Fabric's status by table id; ``audits`` the audit's last look by table id (``read_audit_status``).
+    """
     lines = []
     for tid, table in sorted(state.tables.items()):
         status = fabric.get(tid) if fabric is not None else None
+        audit = (audits or {}).get(tid)
         lines.append(
             TableLine(
                 table=tid,
@@ -80,6 +92,7 @@ def table_lines(state: LedgerState, fabric: Mapping[str, Any] | None = None) -> 
                 fabric_state=None if fabric is None else str(getattr(status, "state", "absent")),
                 fabric_rows=getattr(status, "processed_rows", None) if status else None,
                 snapshot=snapshot_progress(table),
+                audit=audit.text() if audit is not None else None,
             )
         )
     return lines
