@@ -56,6 +56,7 @@ KNOWN_METRICS = frozenset(
         "cdc_mirror_fabric_database_up",
         "cdc_mirror_source_lossy_settings",
         "cdc_mirror_data_lost_total",
+        "cdc_mirror_table_resets_total",
         "cdc_mirror_audit_rows_checked_total",
         "cdc_mirror_audit_differences_total",
         "cdc_mirror_audit_last_clean_timestamp_seconds",
