@@ -9,8 +9,9 @@ shared column order and facts (``table_buffer.column_order``, ``pieces.piece_fac
 chooses the topics and runs those steps.
 
 The lane takes a topic only when it can produce exactly the piece the record path would. Anything a step
-does not handle (noise other than tombstones, truncates, keys it cannot check, placeholders, values that
-do not parse or convert, ``keep-last`` tables, a second topic for the same table) declines the topic
+does not handle (noise other than tombstones, a tombstone standing for a delete compaction removed (see
+``connector.collect.tombstones``), truncates, keys it cannot check, placeholders, values that do not parse
+or convert, ``keep-last`` tables, a second topic for the same table) declines the topic
 (``BulkDeclined``) and leaves it to the record path whole, so decode errors, dead letters and stopped
 tables stay the record path's alone.
 """
@@ -39,6 +40,7 @@ from connector.collect.pieces import (
     piece_facts,
 )
 from connector.collect.table_buffer import column_order, established_type, marked_table
+from connector.collect.tombstones import tombstones_follow_deletes
 from connector.config import TableSettings
 from connector.debezium import bulk_json
 from connector.debezium.bulk_types import converted, parse_type
@@ -46,7 +48,7 @@ from connector.debezium.envelope import HEARTBEAT_TOPIC_PREFIX, EnvelopeDecoder
 from connector.debezium.schemaless import arrow_row_columns, used_columns
 from connector.debezium.types import ColumnType, ConversionError, type_policy
 from connector.errors import BulkDeclined, decline
-from connector.events import KafkaRecord
+from connector.events import KafkaRecord, Op
 from connector.landing_zone.layout import TableRef, table_for_topic
 
 log = logging.getLogger(__name__)
@@ -155,6 +157,8 @@ class ColumnarLane:
             row_columns = arrow_row_columns(sides, bulk_json.first_row_columns(payloads[0].as_py(), first))
         row_type = pa.struct([pa.field(name, parse_type(name, ctype)) for name, ctype in row_columns.items()])
         parsed = bulk_json.parse_envelopes(lines, row_type)
+        if tombstones:
+            _check_tombstones(records, tombstone, parsed.column("op"))
         # Mark.
         if holds_placeholder(parsed, self.mirror.unavailable_value_placeholder):
             decline("a value is an unavailable (TOASTed) placeholder")
@@ -215,6 +219,18 @@ class ColumnarLane:
                 decline(f"column {name!r} does not convert: {exc}")
             fields.append(pa.field(name, ctype.arrow, nullable=True))
         return marked_table(fields, arrays, markers)
+
+
+def _check_tombstones(records: pa.Table, tombstone: pa.ChunkedArray, ops: pa.ChunkedArray) -> None:
+    """Decline the topic unless every tombstone follows its key's delete (the others are deletes to write)."""
+    flags = tombstone.to_numpy()
+    deletes = np.zeros(len(flags), dtype=bool)
+    deletes[~flags] = pc.equal(ops, Op.DELETE.value).to_numpy()
+    partitions, offsets = records.column("partition"), records.column("offset")
+    if not offsets_ascending(partitions.to_numpy(), offsets.to_numpy()):
+        decline("a partition's offsets go backwards")
+    if not tombstones_follow_deletes(partitions, offsets, records.column("key"), flags, deletes):
+        decline("a tombstone stands for a delete whose event was compacted away")
 
 
 #: Events from a schemaless topic's end looked at for a row (deletes have none): past these, the shape is unknown.

@@ -35,6 +35,9 @@ from connector.collect.pieces import (
 from connector.collect.poison import DeadLetter, poison_policy
 from connector.collect.table_buffer import DeclaredDecimal, TableBatch
 from connector.collect.toast_store import ToastStores
+from connector.collect.tombstones import NO_ROWS_YET, DeletedKeys, TombstoneTally, as_delete
+from connector.collect.tombstones import SKIPPED as TOMBSTONE
+from connector.collect.tombstones import UNWRITABLE as UNWRITABLE_TOMBSTONE
 from connector.config import TableSettings
 from connector.debezium.ddl_events import altered_tables
 from connector.debezium.decoder import open_decoder
@@ -128,6 +131,8 @@ class _SliceRun:
     recreated: dict[str, Position] = field(default_factory=dict)
     last_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     unordered: set[str] = field(default_factory=set)
+    deleted: DeletedKeys = field(default_factory=DeletedKeys)
+    tombstones: TombstoneTally = field(default_factory=TombstoneTally)
 
 
 class SliceCollector:
@@ -172,11 +177,20 @@ class SliceCollector:
             if ref.id in stopped or ref.id in already_stopped:
                 out.skipped.add("table_stopped")
                 continue
-            self._add(run, record, decoded, ref, settings)
+            key_types = None
+            if isinstance(decoded, Noise):  # a tombstone
+                delete = self._tombstone(run, record, ref, settings)
+                if delete is None:
+                    continue
+                decoded, key_types = delete
+            else:
+                run.deleted.saw(record, decoded.op)
+            self._add(run, record, decoded, ref, settings, key_types)
+        run.tombstones.log(log)
         return self._finish(run)
 
-    def _decode(self, record: KafkaRecord, ref: TableRef, out: Collected) -> ChangeEvent | None:
-        """The record's change event, or ``None``: noise, or a record that does not decode.
+    def _decode(self, record: KafkaRecord, ref: TableRef, out: Collected) -> ChangeEvent | Noise | None:
+        """The record's change event, a tombstone, or ``None``: other noise, or a record that does not decode.
 
         A record that does not decode is dead-lettered, or stops its table.
         """
@@ -192,6 +206,8 @@ class SliceCollector:
                 log.error("table %s stopped: %s", ref.id, exc)
             return None
         if isinstance(decoded, Noise):
+            if decoded.kind == TOMBSTONE:
+                return decoded
             out.skipped.add(decoded.kind)
             if decoded.payload is not None:
                 for table in altered_tables(record, decoded.payload):
@@ -200,10 +216,48 @@ class SliceCollector:
             return None
         return decoded
 
+    def _tombstone(
+        self, run: _SliceRun, record: KafkaRecord, ref: TableRef, settings: TableSettings
+    ) -> tuple[ChangeEvent, Mapping[str, ColumnType] | None] | None:
+        """The delete a tombstone stands for and its key's column types, or ``None`` (counted, and logged if lost)."""
+        if run.deleted.follows_delete(record):
+            run.out.skipped.add(TOMBSTONE)
+            return None
+        tid = ref.id
+        table = run.tables.get(tid)
+        established = self.context.established.get(tid)
+        try:
+            key = self._decoder.key_layout(record)
+        except DecodeError as exc:
+            delete: ChangeEvent | str = str(exc)
+        else:
+            if table is None and established is None:
+                delete = f"{record.position}: {NO_ROWS_YET}"
+            else:
+                keys = table.batch.key_columns if table is not None else None
+                keys = keys or key_columns_for(tid, key.fields, settings.key_columns, self.context)
+                typed = {*(table.batch.columns if table else ()), *(established.names if established else ())}
+                delete = as_delete(record, key, keys, typed | set(self._declared_decimals(ref)))
+        if isinstance(delete, str):
+            run.out.skipped.add(UNWRITABLE_TOMBSTONE)
+            run.tombstones.unwritable(tid, delete)
+            return None
+        run.tombstones.written += 1
+        return delete, key.types
+
     def _add(
-        self, run: _SliceRun, record: KafkaRecord, decoded: ChangeEvent, ref: TableRef, settings: TableSettings
+        self,
+        run: _SliceRun,
+        record: KafkaRecord,
+        decoded: ChangeEvent,
+        ref: TableRef,
+        settings: TableSettings,
+        key_types: Mapping[str, ColumnType] | None = None,
     ) -> None:
-        """Mark one change event's rows into its table; a poison event stops the table (earlier rows stay)."""
+        """Mark one change event's rows into its table; a poison event stops the table (earlier rows stay).
+
+        ``key_types``: a tombstone's delete has no row schema, only its key's (which types its key columns).
+        """
         tid = ref.id
         seen = run.events.get(tid)
         if seen is None:
@@ -222,6 +276,8 @@ class SliceCollector:
                 _key_changed(batch, decoded)
             if decoded.columns is not None:
                 batch.merge_columns(decoded.columns, record)
+            elif key_types is not None:
+                batch.merge_columns(key_types, record)
             for marker, row in table.mapper.rows(decoded):
                 batch.markers.append(marker)
                 batch.rows.append(row)

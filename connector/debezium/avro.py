@@ -35,7 +35,7 @@ from typing import Any
 from connector.config import SchemaRegistrySettings
 from connector.debezium.avro_shape import WriterSchema
 from connector.debezium.confluent_wire import HEADER_SIZE, MAGIC_BYTE
-from connector.debezium.envelope import ChangeEvent, Noise, event_from_payload, value_or_noise
+from connector.debezium.envelope import ChangeEvent, KeyLayout, Noise, event_from_payload, value_or_noise
 from connector.debezium.schema_registry import SchemaRegistry
 from connector.debezium.types import DEFAULT_POLICY, ColumnType, TypePolicy, column_type_from_schema
 from connector.errors import DecodeError
@@ -114,16 +114,32 @@ class AvroDecoder:
             raise DecodeError.at(record, f"{part} {exc}") from exc
 
     def _key(self, record: KafkaRecord) -> tuple[dict[str, Any] | None, tuple[str, ...] | None]:
+        values, fields, _ = self.key_layout(record)
+        return values, fields
+
+    def key_layout(self, record: KafkaRecord) -> KeyLayout:
+        """The record's key, its column names and their types (from the key's writer schema).
+
+        Raises:
+            DecodeError: the key is not Avro of a schema the registry knows, or not a record.
+        """
         if not record.key:
-            return None, None
+            return KeyLayout(None, None, None)
         writer = self._writer(record, record.key, "key")
         parsed = self._read(record, writer, record.key, "key")
         if parsed is None:
-            return None, None
+            return KeyLayout(None, None, None)
         if not isinstance(parsed, dict):
             raise DecodeError.at(record, f"key is a {type(parsed).__name__}, not an object")
         fields = tuple(name for name, _ in writer.shape.fields)
-        return parsed, fields or tuple(parsed)
+        try:
+            types = {
+                name: column_type_from_schema(shape.field_schema(name), self._policy)
+                for name, shape in writer.shape.fields
+            }
+        except ValueError as exc:
+            raise DecodeError.at(record, f"key schema id {writer.schema_id}: {exc}") from exc
+        return KeyLayout(parsed, fields or tuple(parsed), types or None)
 
     def _row_columns(self, record: KafkaRecord, writer: WriterSchema) -> Mapping[str, ColumnType] | None:
         """The row type: the fields of the Envelope's ``after`` (else ``before``) record, as in JSON."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Protocol
 
 from connector.config import SourceSettings
-from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
+from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, KeyLayout, Noise
 from connector.debezium.types import DEFAULT_POLICY, TypePolicy
 from connector.events import KafkaRecord
 
-__all__ = ["ChangeEvent", "Decoder", "Noise", "open_decoder"]
+__all__ = ["ChangeEvent", "Decoder", "KeyLayout", "Noise", "open_decoder"]
 
 
 class Decoder(Protocol):
@@ -31,6 +31,17 @@ class Decoder(Protocol):
             TransientError: a service the decoder needs (the schema registry) is unavailable; retry later.
             ConnectorError: any other error is about the whole job (e.g. ``RegistryError``: credentials
                 refused), never about the record.
+        """
+        ...
+
+    def key_layout(self, record: KafkaRecord) -> KeyLayout:
+        """The record's key values, column names and (when its encoding says) column types.
+
+        A tombstone has nothing else: on a compacted topic it is the delete of this key.
+
+        Raises:
+            DecodeError: the key does not decode.
+            TransientError: as ``decode``.
         """
         ...
 

@@ -3,7 +3,8 @@
 A record is either a change event (``op`` c/u/d/r, or t for truncate) or noise that carries no row:
 a tombstone, heartbeat, transaction marker, schema-change record or logical-decoding message. Noise is
 classified here and counted by the caller; anything else that does not decode raises ``DecodeError``
-naming ``topic[partition]@offset``.
+naming ``topic[partition]@offset``. A tombstone is noise only after its key's delete: on a compacted topic it
+may be the delete's only trace, and the caller then makes it the delete (``tombstone_delete``).
 """
 
 from __future__ import annotations
@@ -176,31 +177,67 @@ class EnvelopeDecoder:
         Raises:
             DecodeError: the key is not JSON, or not an object.
         """
-        if not record.key:
-            return None, None
-        try:
-            parsed = orjson.loads(record.key)
-        except orjson.JSONDecodeError as exc:
-            reason = f"key is not valid JSON: {exc}{_avro_hint(record.key)}"
-            raise DecodeError.at(record, reason) from exc
-        fields: tuple[str, ...] | None = None
-        if isinstance(parsed, dict) and "payload" in parsed and "schema" in parsed and len(parsed) == 2:
-            schema = parsed["schema"]
-            parsed = parsed["payload"]
-            if isinstance(schema, dict) and schema.get("fields"):
-                try:
-                    fields = tuple(f["field"] for f in schema["fields"])
-                except (KeyError, TypeError) as exc:
-                    reason = f"key schema is not a Connect schema: {type(exc).__name__}: {exc}"
-                    raise DecodeError.at(record, reason) from exc
-        if parsed is None:
-            return None, None
-        if not isinstance(parsed, dict):
-            raise DecodeError.at(
-                record,
-                f"key is a {type(parsed).__name__}, not an object",
-            )
-        return parsed, fields or tuple(parsed)
+        values, fields, _ = _read_json_key(record)
+        return values, fields
+
+    def key_layout(self, record: KafkaRecord) -> KeyLayout:
+        """The record's key with its columns' types when the key carries its schema: what a tombstone deletes.
+
+        Raises:
+            DecodeError: the key is not JSON, not an object, or its schema is no Connect schema.
+        """
+        values, fields, schema = _read_json_key(record)
+        types: dict[str, ColumnType] | None = None
+        if schema is not None:
+            try:
+                types = {f["field"]: column_type_from_schema(f, self._policy) for f in schema}
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DecodeError.at(record, f"key schema: {type(exc).__name__}: {exc}") from exc
+        return KeyLayout(values, fields, types)
+
+
+class KeyLayout(NamedTuple):
+    """A record's key: its values and column names (``None`` without a key), and its columns' types if known."""
+
+    values: dict[str, Any] | None
+    fields: tuple[str, ...] | None
+    types: Mapping[str, ColumnType] | None
+
+
+def _read_json_key(record: KafkaRecord) -> tuple[dict[str, Any] | None, tuple[str, ...] | None, list[Any] | None]:
+    """A JSON key's values, column names and (when it carries its Connect schema) the schema's fields."""
+    if not record.key:
+        return None, None, None
+    try:
+        parsed = orjson.loads(record.key)
+    except orjson.JSONDecodeError as exc:
+        reason = f"key is not valid JSON: {exc}{_avro_hint(record.key)}"
+        raise DecodeError.at(record, reason) from exc
+    fields: tuple[str, ...] | None = None
+    schema_fields: list[Any] | None = None
+    if isinstance(parsed, dict) and "payload" in parsed and "schema" in parsed and len(parsed) == 2:
+        schema = parsed["schema"]
+        parsed = parsed["payload"]
+        if isinstance(schema, dict) and schema.get("fields"):
+            schema_fields = schema["fields"]
+            try:
+                fields = tuple(f["field"] for f in schema["fields"])
+            except (KeyError, TypeError) as exc:
+                reason = f"key schema is not a Connect schema: {type(exc).__name__}: {exc}"
+                raise DecodeError.at(record, reason) from exc
+    if parsed is None:
+        return None, None, None
+    if not isinstance(parsed, dict):
+        raise DecodeError.at(
+            record,
+            f"key is a {type(parsed).__name__}, not an object",
+        )
+    return parsed, fields or tuple(parsed), schema_fields
+
+
+def tombstone_delete(record: KafkaRecord, key: KeyLayout) -> ChangeEvent:
+    """The delete a tombstone stands for once compaction removed the key's delete event: the key, no row."""
+    return ChangeEvent(record, _DELETE, None, None, key.values, key.fields, None, {}, None)
 
 
 KeyReader = Callable[[], tuple[dict[str, Any] | None, tuple[str, ...] | None]]

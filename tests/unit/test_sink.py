@@ -206,7 +206,10 @@ def test_noise_makes_no_rows_and_no_folders(zone: Zone) -> None:
         "heartbeat": 1,
         "transaction": 1,
         "schema_change": 1,
-        "tombstone": 2,
+        # The first tombstone may stand for a compacted-away delete, of a table whose types nothing gave yet:
+        # counted apart (and logged); the second follows it, so it is plain noise.
+        "tombstone_unwritable": 1,
+        "tombstone": 1,
         "message": 1,
     }
     assert result.files == 0

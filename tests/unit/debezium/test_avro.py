@@ -669,3 +669,14 @@ def test_check_config_accepts_the_avro_keys(tmp_path: Path) -> None:
     )
     assert check_config_file(str(config)) == []
     assert load_settings(str(config)).source.schema_registry.max_unavailable_s == 120
+
+
+def test_a_tombstones_key_layout_is_the_same_as_json(registry: RegistryDouble) -> None:
+    """A tombstone's delete is typed by its key alone: the Avro key gives the JSON key's values and types."""
+    record = matrix_records()[3]
+    json_key = EnvelopeDecoder().key_layout(record)
+    avro_key = AvroDecoder(settings(registry.url)).key_layout(AvroConverter(registry).convert(record))
+    assert (avro_key.values, avro_key.fields) == (json_key.values, json_key.fields) == ({"id": 7}, ("id",))
+    assert json_key.types is not None and avro_key.types is not None
+    assert {n: t.arrow for n, t in avro_key.types.items()} == {n: t.arrow for n, t in json_key.types.items()}
+    assert json_key.types["id"].arrow == pa.int32()

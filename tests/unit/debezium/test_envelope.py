@@ -188,3 +188,24 @@ def test_avro_read_as_json_says_to_set_value_format_avro() -> None:
     with pytest.raises(DecodeError) as plain:
         decode(b"not json at all")
     assert "value_format" not in str(plain.value)  # only Avro-looking bytes get the hint
+
+
+def test_a_keys_layout_types_its_columns_when_it_carries_its_schema() -> None:
+    """What a tombstone's delete row is typed by: the key's Connect schema; a schemaless key gives no types."""
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"field": "id", "type": "int64"},
+            {"field": "at", "type": "int64", "name": "io.debezium.time.MicroTimestamp"},
+        ],
+    }
+    keyed = KafkaRecord("t", 0, 4, orjson.dumps({"schema": schema, "payload": {"id": 1, "at": 5}}), None)
+    layout = EnvelopeDecoder().key_layout(keyed)
+    assert (layout.values, layout.fields) == ({"id": 1, "at": 5}, ("id", "at"))
+    assert layout.types is not None
+    assert {n: t.arrow for n, t in layout.types.items()} == {"id": pa.int64(), "at": pa.timestamp("us")}
+    bare = EnvelopeDecoder().key_layout(keyed._replace(key=b'{"id":1}'))
+    assert bare == ({"id": 1}, ("id",), None)
+    assert EnvelopeDecoder().key_layout(keyed._replace(key=None)) == (None, None, None)
+    with pytest.raises(DecodeError, match=r"t\[0\]@4"):
+        EnvelopeDecoder().key_layout(keyed._replace(key=b"{not json"))
