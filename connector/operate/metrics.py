@@ -173,6 +173,7 @@ for _outcome in ("committed", "failed"):
     BATCHES.labels(_outcome)
 for _kind in (
     "tombstone",
+    "tombstone_unwritable",
     "heartbeat",
     "transaction",
     "schema_change",
