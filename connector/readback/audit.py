@@ -182,7 +182,11 @@ class TableAudit:
         elif not report.ok:
             finding.column_notes = [n for n in report.column_notes() if "no difference" not in n]
             suspects = _unique([*report.missing_keys, *report.differing_keys, *report.extra_keys])
-            finding.rereads, finding.deletes = self._confirm(target, keys, suspects, settle)
+            confirmed = self._confirm(target, keys, suspects, settle)
+            if confirmed is None:
+                finding.lagging, finding.column_notes = True, []  # judged next round, never clean
+            else:
+                finding.rereads, finding.deletes = confirmed
             if finding.deletes:
                 finding.nudge = self._any_key(target, keys)
         finding.repair = self._choose(finding)
@@ -200,14 +204,18 @@ class TableAudit:
 
     def _confirm(
         self, target: AuditTarget, keys: list[str], suspects: list[Key], settle: Settle
-    ) -> tuple[list[Key], list[Key]]:
-        """The suspects that still differ in a last look at rows the source did not change meanwhile."""
+    ) -> tuple[list[Key], list[Key]] | None:
+        """The suspects that still differ in a last look at rows the source did not change meanwhile.
+
+        ``None`` when the mirror did not get past the last look's source position within ``settle_s``: nothing
+        can be judged (a table Fabric has not created yet, or is far behind), and the round must not call it clean.
+        """
         if not suspects:
             return [], []
         before = _by_key(self._reader.rows_by_keys(target.ref, keys, suspects), keys)
         position = self._reader.current_position()
         if not settle(position):
-            return [], []  # judged next round
+            return None
         mirror = self._mirror.read(target.ref, keys) or pa.table({})
         after = _by_key(self._reader.rows_by_keys(target.ref, keys, suspects), keys)
         steady = [k for k in suspects if _form(before.get(k)) == _form(after.get(k))]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import struct
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -18,12 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from connector.errors import first_line
 from connector.landing_zone.layout import TableRef
 from connector.readback.database_reader import Row, show, time_micros
 from connector.readback.table_report import TableReport, compare_by_key
 
 if TYPE_CHECKING:
     import psycopg
+
+log = logging.getLogger(__name__)
+
+POSITION_MESSAGE_PREFIX = "cdc-mirror-position"
+"""The prefix of the logical-decoding messages that mark a source position (``PostgresReader.current_position``)."""
 
 
 class PostgresReader:
@@ -34,6 +41,7 @@ class PostgresReader:
     def __init__(self, url: str) -> None:
         self._url = url
         self._conn: psycopg.Connection[Any] | None = None
+        self._emit_messages = True
 
     def __enter__(self) -> PostgresReader:
         """Connect."""
@@ -96,8 +104,33 @@ class PostgresReader:
         return report
 
     def current_position(self) -> str:
-        """The source's position now (``pg_current_wal_lsn()``): a change committed before it is in the WAL below it."""
-        with self._connection().cursor() as cursor:
+        """The source's position now: a change committed before it is in the WAL below it.
+
+        The position is that of a logical-decoding message the reader writes (``pg_logical_emit_message``, prefix
+        ``POSITION_MESSAGE_PREFIX``, empty, in a transaction of its own) rather than ``pg_current_wal_lsn()``: a slot
+        confirms only what Debezium decoded, and pgoutput skips transactions that touch no published table, so on a
+        quiet source the slot never reaches ``pg_current_wal_lsn()`` (seen on the local stack) and no lag gate
+        would ever open. The message is decoded (Debezium sends it on as an ``op: m`` record, which the connector
+        takes as noise), so the slot passes it within a heartbeat. Without the right to write it,
+        ``pg_current_wal_lsn()``, said once: then a quiet source needs Debezium's ``heartbeat.action.query``.
+        """
+        import psycopg
+
+        conn = self._connection()
+        if self._emit_messages:
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute("SELECT pg_logical_emit_message(true, %s, '')::text", (POSITION_MESSAGE_PREFIX,))
+                    row = cursor.fetchone()
+                return str(row[0]) if row else "0/0"
+            except psycopg.Error as exc:
+                self._emit_messages = False
+                log.warning(
+                    "the source position is pg_current_wal_lsn(): pg_logical_emit_message is refused (%s); on a "
+                    "quiet source set Debezium's heartbeat.action.query, or the mirror never looks caught up",
+                    first_line(str(exc)),
+                )
+        with conn.cursor() as cursor:
             cursor.execute("SELECT pg_current_wal_lsn()::text")
             row = cursor.fetchone()
         return str(row[0]) if row else "0/0"

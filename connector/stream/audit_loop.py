@@ -37,6 +37,9 @@ from connector.stream.audit_signal import KeyedSnapshotSignal
 log = logging.getLogger(__name__)
 
 POLL_S = 1.0
+STOP_WAIT_S = 5.0
+"""How long a stop waits for a round under way: it may be waiting up to ``settle_s`` for the mirror, and it only
+reads (its repairs went to the sink, which has stopped): the daemon thread is left to end with the process."""
 
 
 def mirrored_tables(audit: AuditSettings, landing: StorageLocation) -> MirroredTables:
@@ -135,10 +138,10 @@ class AuditLoop:
         return self
 
     def stop(self) -> None:
-        """End the loop (at shutdown); a round under way stops after its table."""
+        """End the loop (at shutdown) without waiting long for a round under way (``STOP_WAIT_S``)."""
         self._stopped.set()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(STOP_WAIT_S)
 
     def round(self) -> None:
         """One round over the audited tables (a failure is logged; the next round tries again)."""

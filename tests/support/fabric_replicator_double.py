@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connector.landing_zone.layout import TableRef, discover_tables, parse_data_file_name
+from connector.landing_zone.layout import METADATA_FILE, TableRef, discover_tables, parse_data_file_name
 from connector.readback.delta_oracle import DeltaWriter
 from connector.readback.file_applier import FileApplier, TableRefused
 from connector.readback.landing_reader import DataFile, read_data_file
@@ -73,6 +73,8 @@ class FabricReplicatorDouble:
         self.clock = clock
         self.stopped: dict[str, str] = {}
         """Table id → why the double stopped it (a refused file)."""
+        self.errors: list[str] = []
+        """What failed a polling round on the thread (a test asserts there is none)."""
         self._tables: dict[str, _Table] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -102,8 +104,10 @@ class FabricReplicatorDouble:
             return applied
 
     def _take(self, storage: LocalStorage, ref: TableRef) -> int:
-        state = self._state(storage, ref)
         folder = self.landing_zone / ref.folder
+        if not (folder / METADATA_FILE).is_file():
+            return 0  # a folder being set up: its keys are not known yet, and they never change once written
+        state = self._state(storage, ref)
         waiting = {}
         for path in folder.iterdir():
             parsed = parse_data_file_name(path.name) if path.is_file() else None
@@ -172,7 +176,10 @@ class FabricReplicatorDouble:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.poll()
+            try:
+                self.poll()
+            except Exception as exc:  # noqa: BLE001 - kept for the test to see; the next round tries again
+                self.errors.append(f"{type(exc).__name__}: {exc}")
             self._stop.wait(self.interval_s)
 
     def stop(self) -> None:

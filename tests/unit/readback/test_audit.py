@@ -167,3 +167,17 @@ def test_the_source_url_must_be_a_secret_reference() -> None:
     with pytest.raises(ValueError, match="secret reference"):
         AuditSettings(source_url="postgresql://u:p@h/db")  # type: ignore[arg-type]
     assert AuditSettings(source_url="${env:SRC}").source_url is not None  # type: ignore[arg-type]
+
+
+def test_a_difference_the_mirror_never_caught_up_with_is_lagging_not_clean(tmp_path: Path) -> None:
+    """Fabric never got past the last look's position (no table yet, or far behind): judged next round."""
+    rows = {i: f"n{i}" for i in range(20)}
+
+    def settle_for(reader: Any, target: AuditTarget) -> Any:
+        return lambda position: False
+
+    lz = LocalStorage(str(tmp_path / "lz"))
+    audit = TableAudit(AuditSettings(), Source(rows), Mirror({}), lz, settle_for, chunk_rows=4)  # type: ignore[arg-type]
+    finding = audit.audit(TARGET)
+    assert finding.lagging and not finding.clean and finding.repair == "lagging"
+    assert finding.rereads == [] and finding.deletes == []
