@@ -22,7 +22,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 
@@ -229,14 +229,22 @@ class MirrorSink:
         advanced = self._rebuilder.advance(state)
         changed = advanced is not self._ledger.state
         if changed:
-            for tid, table in advanced.tables.items():
-                if table is not self._ledger.state.tables.get(tid):
-                    self._plans.forget_table(tid)
-            self._ledger.commit_state(advanced)
+            self.commit_tables(advanced)
         for path in served:
             self._ledger.storage.delete(path)
         self._rebuilds_checked = batch_id
         return changed
+
+    def commit_tables(self, state: LedgerState) -> None:
+        """Commit ``state``, whose tables changed outside a batch's plan (a rebuild begun or moved on).
+
+        Only between batches, or in a batch's ``with`` block before it is planned (a gap found while the batch was
+        collected): what this process knew of a changed table is forgotten, and the batch is collected with it.
+        """
+        for tid, table in state.tables.items():
+            if table is not self._ledger.state.tables.get(tid):
+                self._plans.forget_table(tid)
+        self._ledger.commit_state(state)
 
     def queue_deletes(self, table_id: str, keys: Sequence[tuple[object, ...]]) -> None:
         """Publish delete rows for ``keys`` of ``table_id`` with the next batch, ahead of its records (the audit).
@@ -271,11 +279,18 @@ class MirrorSink:
         if not self._recovered:
             self._recover()
 
-    def begin(self, batch_id: int, spark_offsets: tuple[str, ...] | None = None, where: str = "") -> SinkBatch:
+    def begin(
+        self,
+        batch_id: int,
+        spark_offsets: tuple[str, ...] | None = None,
+        where: str = "",
+        topic_ids: Mapping[str, str] | None = None,
+    ) -> SinkBatch:
         """Begin batch ``batch_id``: check its source offsets against the ledger, move rebuilds on.
 
         ``spark_offsets`` (Spark's offsets for the batch, or ``convert``'s digest of its input) are recorded with
-        the batch's commit, so a later run can tell whether Spark's checkpoint (``where``) still matches.
+        the batch's commit, so a later run can tell whether Spark's checkpoint (``where``) still matches; so are
+        ``topic_ids`` (each topic's Kafka id when the batch was planned: a topic created again is told apart).
 
         Raises:
             LandingZoneCorrupt: the ledger and Spark's checkpoint disagree about the batch.
@@ -286,7 +301,8 @@ class MirrorSink:
                 published = batch_id <= self._ledger.state.last_committed_batch
             else:
                 published = check_batch(self._ledger.state, batch_id, spark_offsets, where)
-            self._source = None if published or spark_offsets is None else BatchSource(batch_id, spark_offsets)
+            ids = tuple(sorted((topic_ids or {}).items()))
+            self._source = None if published or spark_offsets is None else BatchSource(batch_id, spark_offsets, ids)
             if not published:
                 self.advance_rebuilds(batch_id)
             return SinkBatch(self, batch_id, published)

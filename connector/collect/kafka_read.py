@@ -10,6 +10,8 @@ slice is collected by the same code either way.
 The rules are Spark's own with ``failOnDataLoss``: a range whose first offset is no longer in the log (aged
 out, deleted, the topic re-created) or whose end lies past the log's end stops the batch with an error that
 names the topic, partition and offsets (``KAFKA_DATA_LOSS``, read by ``connector.stream.query_failure``).
+``read_ranges_past_gaps`` instead reads on past such a gap and returns it (``ReadGap``), for the driver to record
+it and rebuild the table it carried while every other table goes on (``mirror.on_data_lost: rebuild``).
 Offsets the log skips inside a range (compaction, transaction markers) are not loss: a range ends at its end
 offset or at the log's end past it.
 """
@@ -61,6 +63,21 @@ class KafkaRange(NamedTuple):
     end: int
 
 
+class ReadGap(NamedTuple):
+    """Offsets of a range the log no longer held, read past (``read_ranges_past_gaps``).
+
+    ``retention``: the log now starts after ``first`` (aged out, deleted records); offsets ``[first, last]`` are
+    gone and the read went on at ``last + 1``. ``recreated``: the log ends before the range does (the topic was
+    created again, or truncated): nothing of the range from ``first`` on can be trusted, ``last`` is ``None``.
+    """
+
+    topic: str
+    partition: int
+    first: int
+    last: int | None
+    kind: Literal["retention", "recreated"]
+
+
 class KafkaRecordsLost(ConnectorError):
     """A micro-batch's range holds offsets Kafka no longer has (``failOnDataLoss``: never skipped silently)."""
 
@@ -76,10 +93,23 @@ class KafkaReadSpec:
 
 
 def read_ranges(spec: KafkaReadSpec, ranges: Sequence[KafkaRange]) -> pa.Table:
-    """Every record of ``ranges`` as Arrow record columns, each partition in offset order."""
-    reading = _RangeRead(spec, ranges)
-    consumer = _consumer(spec.options)
-    consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in ranges if r.end > r.start])
+    """Every record of ``ranges`` as Arrow record columns, each partition in offset order.
+
+    Raises:
+        KafkaRecordsLost: a range holds offsets the log no longer has.
+    """
+    return _read(_RangeRead(spec, ranges))
+
+
+def read_ranges_past_gaps(spec: KafkaReadSpec, ranges: Sequence[KafkaRange]) -> tuple[pa.Table, tuple[ReadGap, ...]]:
+    """What ``read_ranges`` reads, reading on past offsets the log no longer has; those gaps, named."""
+    reading = _RangeRead(spec, ranges, read_on=True)
+    return _read(reading), tuple(reading.gaps)
+
+
+def _read(reading: _RangeRead) -> pa.Table:
+    consumer = _consumer(reading.spec.options)
+    consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in reading.ranges.values() if r.end > r.start])
     try:
         reading.run(consumer)
     finally:
@@ -90,8 +120,10 @@ def read_ranges(spec: KafkaReadSpec, ranges: Sequence[KafkaRange]) -> pa.Table:
 class _RangeRead:
     """One task's read: the record tables so far and the partitions not yet at their end offset."""
 
-    def __init__(self, spec: KafkaReadSpec, ranges: Sequence[KafkaRange]) -> None:
+    def __init__(self, spec: KafkaReadSpec, ranges: Sequence[KafkaRange], *, read_on: bool = False) -> None:
         self.spec = spec
+        self.read_on = read_on
+        self.gaps: list[ReadGap] = []
         self.ranges = {(r.topic, r.partition): r for r in ranges}
         self.open = {key: r.end for key, r in self.ranges.items() if r.end > r.start}
         self.next = {key: max(r.start, 0) for key, r in self.ranges.items()}
@@ -178,6 +210,7 @@ class _RangeRead:
             return
         if code == KafkaError._AUTO_OFFSET_RESET and key in self.open:
             self._lost(consumer, key, None)
+            return
         if error.fatal() or code in _REFUSED:
             raise KafkaException(error)
         # A broker going away or a leader moving: librdkafka reconnects by itself; the stall timeout ends it.
@@ -187,12 +220,38 @@ class _RangeRead:
         wanted = self.ranges[key]
         low, high = consumer.get_watermark_offsets(TopicPartition(*key), timeout=30, cached=False)
         topic, partition = key
+        if self.read_on:
+            self._read_past(consumer, key, low, high if log_end is None else log_end)
+            return
         msg = (
             f"KAFKA_DATA_LOSS: Could not read records in offset [{wanted.start}, {wanted.end}) for topic partition "
             f"{topic}-{partition}: the log holds offsets [{low}, {high if log_end is None else log_end}) now "
             "(aged out by retention, deleted, or the topic was re-created). Some data may have been lost."
         )
         raise KafkaRecordsLost(msg)
+
+    def _read_past(self, consumer: Consumer, key: tuple[str, int], low: int, high: int) -> None:
+        """Record the gap at the partition's next offset and read on after it (or end the range)."""
+        topic, partition = key
+        wanted, after, end = self.next[key], low, self.open[key]
+        if high >= wanted and after > wanted:
+            # Records aged out or deleted: the log starts past the offset wanted.
+            self.gaps.append(ReadGap(topic, partition, wanted, after - 1, "retention"))
+            log.warning("Kafka no longer holds %s[%d]@%d..%d: reading on at %d", topic, partition, wanted, low - 1, low)
+            if after >= end:
+                del self.open[key]
+            else:
+                self.next[key] = after
+                # A partition stopped by the offset error takes no seek: the open ranges are assigned again, each
+                # from its next offset (what was fetched already is dropped by ``_keep_in_range``).
+                consumer.assign([TopicPartition(t, p, self.next[(t, p)]) for t, p in self.open])
+            return
+        # The log ends before the offset wanted: another log (the topic created again) or a truncated one. What
+        # this range read of it cannot be told from the old log's records, so the whole range is the gap.
+        first = max(self.ranges[key].start, 0)
+        self.gaps.append(ReadGap(topic, partition, first, None, "recreated"))
+        log.warning("Kafka's log of %s[%d] ends at %d, before offset %d: re-created or truncated", *key, high, wanted)
+        del self.open[key]
 
     def table(self) -> pa.Table:
         return pa.concat_tables(self.parts) if self.parts else self.schema.empty_table()

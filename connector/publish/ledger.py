@@ -96,6 +96,9 @@ class BatchSource:
 
     batch_id: int
     offsets: tuple[str, ...]
+    # Each topic's Kafka id (KIP-516) when the batch was planned: kept once in ``LedgerState.topic_ids`` (not per
+    # batch), so a topic deleted and created again is told apart even when its new log reaches past these offsets.
+    topic_ids: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,9 @@ class LedgerState:
     source_identity: str | None = None
     # The last ``GAP_HISTORY`` gaps in the Kafka log the mirror read past, oldest first (``DataGap``).
     data_gaps: tuple[DataGap, ...] = ()
+    # Each topic's Kafka id as of the last committed batch (``BatchSource.topic_ids``); empty in a state written
+    # before ids were recorded, which is continued: ids are recorded from its next commit on.
+    topic_ids: dict[str, str] = field(default_factory=dict)
 
     def source(self, batch_id: int) -> BatchSource | None:
         """The recorded source offsets of ``batch_id``, ``None`` when not recorded (or too old)."""
@@ -158,7 +164,13 @@ class LedgerState:
         kept = [s for s in self.sources if s.batch_id != source.batch_id]
         kept.append(source)
         kept.sort(key=lambda s: s.batch_id)
-        return replace(self, sources=tuple(kept[-SOURCE_HISTORY:]))
+        return replace(self, sources=tuple(kept[-SOURCE_HISTORY:])).with_topic_ids(dict(source.topic_ids))
+
+    def with_topic_ids(self, ids: dict[str, str]) -> LedgerState:
+        """A copy recording ``ids`` over the known ones; a topic not described now keeps its recorded id."""
+        if all(self.topic_ids.get(topic) == topic_id for topic, topic_id in ids.items()):
+            return self
+        return replace(self, topic_ids={**self.topic_ids, **ids})
 
     def has_gap(self, topic: str, partition: int, first: int) -> bool:
         """Whether the gap starting at ``topic[partition]@first`` is recorded already (found before a crash)."""
@@ -184,6 +196,7 @@ class LedgerState:
                 if self.data_gaps
                 else {}
             ),
+            **({"topic_ids": dict(sorted(self.topic_ids.items()))} if self.topic_ids else {}),
         }
 
     @classmethod
@@ -212,6 +225,7 @@ class LedgerState:
             None if resume is None else str(resume),
             source_identity=None if identity is None else str(identity),
             data_gaps=_gaps_from_json(data.get("data_gaps")),
+            topic_ids={str(t): str(i) for t, i in (data.get("topic_ids") or {}).items()},
         )
 
 

@@ -16,21 +16,24 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from connector.collect.kafka_read import KafkaReadSpec
+from connector.collect.kafka_read import KafkaReadSpec, ReadGap
 from connector.collect.pieces import CollectContext, Collected
 from connector.operate import metrics
 from connector.publish.batch_plan import BatchInput
 from connector.publish.batch_result import BatchResult
+from connector.publish.source_offsets import kafka_offsets
 from connector.sink import MirrorSink, SinkBatch
 from connector.storage.location import StorageLocation
 from connector.stream.batch_retry import retry_transient
+from connector.stream.data_loss import TopicIds
+from connector.stream.data_loss_healing import heal_in_batch, lost_in_batch
 from connector.stream.kafka_ranges import RangeSplit, batch_ranges
 from connector.stream.slices import TASKS_PER_CORE, SliceTask, collect_ranges, collect_slices
 from connector.stream.spark_checkpoint import SparkCheckpoint
@@ -94,6 +97,9 @@ class BatchWriter(ABC):
         self.health = health
         self.spark_checkpoint = spark_checkpoint
         self.stop = stop  # a graceful stop ends the wait between retries of a transiently failed batch
+        source = sink.source
+        # Each batch asks its topics' ids once: a topic created again is a gap whatever its offsets say.
+        self._topic_ids = TopicIds(source) if source.kind == "kafka" and source.bootstrap_servers else None
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Publish micro-batch ``batch_id``; raising fails the query (Spark then retries it on restart)."""
@@ -112,14 +118,30 @@ class BatchWriter(ABC):
     def _write(self, frame: DataFrame, batch_id: int) -> None:
         """Collect, plan and publish micro-batch ``batch_id`` (its report once committed)."""
 
-    def _begin(self, batch_id: int) -> SinkBatch:
+    def _begin(self, batch_id: int, topic_ids: Mapping[str, str]) -> SinkBatch:
         """Begin a batch with Spark's offsets for it (a replay of a published batch is recognised, else refused).
 
         Spark logged the batch's offsets before calling us: a batch id counts as published only when the ledger
-        recorded the same offsets for it (never skip unknown records).
+        recorded the same offsets for it (never skip unknown records). ``topic_ids`` are recorded with them.
         """
         offsets = self.spark_checkpoint.offsets(batch_id)
-        return self.sink.begin(batch_id, offsets, str(self.spark_checkpoint.folder))
+        return self.sink.begin(batch_id, offsets, str(self.spark_checkpoint.folder), topic_ids)
+
+    def _topic_ids_of(self, batch_id: int) -> dict[str, str]:
+        """The ids of the topics batch ``batch_id`` reads (one describe per batch, on the driver); none for files."""
+        offsets = self.spark_checkpoint.offsets(batch_id)
+        ends = kafka_offsets(offsets) if offsets is not None and self._topic_ids is not None else None
+        return self._topic_ids.of_batch(batch_id, list(ends)) if ends and self._topic_ids is not None else {}
+
+    def _heal(self, topic_ids: Mapping[str, str], read: Sequence[ReadGap]) -> None:
+        """Gaps the batch found (a topic's id changed, offsets gone), healed before it is planned (in its block).
+
+        ``connector.stream.data_loss_healing.heal_in_batch``: the gaps recorded and exactly their tables' rebuilds
+        begun in one ledger commit; the batch's context then changes, and it is collected with the new one.
+        """
+        lost = lost_in_batch(self.sink.state, topic_ids, read)
+        if lost:
+            heal_in_batch(self.sink.state, lost, self.sink.mirror, self.sink.commit_tables, topic_ids, now=time.time())
 
     def _report(self, result: BatchResult, started: float, collected: float) -> None:
         """Metrics, health and the batch's one log line, once it is committed."""
@@ -152,9 +174,11 @@ class DriverBatchWriter(BatchWriter):
 
     def _write(self, frame: DataFrame, batch_id: int) -> None:
         started = collected = time.monotonic()
-        with self._begin(batch_id) as batch:
+        topic_ids = self._topic_ids_of(batch_id)
+        with self._begin(batch_id, topic_ids) as batch:
             given = BatchInput()
             if not batch.published:
+                self._heal(topic_ids, ())
                 given = BatchInput(table=frame.toArrow(), columnar=self.columnar)
                 collected = time.monotonic()
             batch.plan(given)
@@ -202,34 +226,42 @@ class ExecutorBatchWriter(BatchWriter):
     def _write(self, frame: DataFrame, batch_id: int) -> None:
         """Collect on the executors (behind the previous batch's publish), plan, and publish behind the next one."""
         started = time.monotonic()
+        topic_ids = self._topic_ids_of(batch_id)
         context = self.sink.collect_context()
-        slices = self._collect(frame, batch_id, context)
+        slices, gaps = self._collect(frame, batch_id, context)
         collected = time.monotonic()
         self._behind.wait()
-        with self._begin(batch_id) as batch:
+        with self._begin(batch_id, topic_ids) as batch:
             if not batch.published:
-                now = batch.context
-                if now != context:
-                    # The previous batch's publish stopped a table, or a rebuild moved on: what the slices were
-                    # collected with no longer holds. Their files go, and the batch is collected again.
+                self._heal(topic_ids, gaps)
+                while batch.context != context:
+                    # The previous batch's publish stopped a table, a rebuild moved on, or a gap just began one:
+                    # what the slices were collected with no longer holds. Their files go, the batch is collected
+                    # again (a gap it finds again is recorded already; a new one changes the context once more).
                     log.info(
                         "batch %d: the tables' state changed while it was collected; collecting it again", batch_id
                     )
                     self.sink.discard(slices)
-                    slices = self._collect(frame, batch_id, now)
+                    context = batch.context
+                    slices, gaps = self._collect(frame, batch_id, context)
+                    self._heal(topic_ids, gaps)
                     collected = time.monotonic()
             batch.plan(BatchInput(slices))
             batch.finish_later()
         self._behind.submit(batch, started, collected)
 
-    def _collect(self, frame: DataFrame, batch_id: int, context: CollectContext) -> list[Collected]:
+    def _collect(
+        self, frame: DataFrame, batch_id: int, context: CollectContext
+    ) -> tuple[list[Collected], list[ReadGap]]:
+        """The batch's slices, and the gaps its tasks read past (the direct reader, ``on_data_lost: rebuild``)."""
         task = SliceTask(batch_id, context, self.collect.landing_location, columnar=self.collect.columnar)
         if self.collect.kafka_read is None:
-            return collect_slices(frame, task)
+            return collect_slices(frame, task), []
         ranges = batch_ranges(self.spark_checkpoint, batch_id)
         spark = frame.sparkSession
         groups = self.collect.split.groups(ranges, TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism))
-        return collect_ranges(spark, groups, task, self.collect.kafka_read)
+        past_gaps = self.sink.mirror.on_data_lost == "rebuild"  # else a gap fails the batch: Spark's exit 2
+        return collect_ranges(spark, groups, task, self.collect.kafka_read, past_gaps=past_gaps)
 
     def _publish_failed(self, batch_id: int) -> None:
         self.health.set(False, f"batch {batch_id} failed while it was published")

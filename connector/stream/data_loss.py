@@ -10,8 +10,9 @@ partition (the end offsets of the last committed batch) with what the brokers ho
   ``retention.ms``/``retention.bytes``, or removed with ``DeleteRecords``): offsets ``[expected, log_start - 1]``
   are gone, reading goes on at ``log_start``;
 * ``recreated``: the topic was deleted and created again (same name, a new log from offset 0): its end offset is
-  below the expected offset, or its topic id differs from the one recorded. What the old log held after the
-  expected offset is unknown; reading goes on at the new log's start;
+  below the expected offset, or its topic id (KIP-516, recorded in the ledger with every batch's offsets) differs
+  from the one recorded, even when the new log already reaches past the expected offset. What the old log held
+  after the expected offset is unknown; reading goes on at the new log's start;
 * ``partition-gone``: the partition (or its whole topic) no longer exists.
 
 A compacted topic (``cleanup.policy`` ``compact`` without ``delete``) is not data loss: compaction leaves gaps
@@ -21,8 +22,10 @@ a record still in the log: no ``retention`` range is reported for it. A re-creat
 still a different or missing log, and is reported. What offsets cannot show: a consumer further behind than the
 topic's ``delete.retention.ms`` can miss a tombstone the cleaner already dropped (Kafka's own caveat).
 
-The broker is asked through one function (``read_brokers``) that returns plain data (``TopicState``); the
-comparison (``find_lost``) is a pure function of that data, so every rule is tested without a broker.
+While the query runs, every batch asks the topics' ids once on the driver (``TopicIds``) and compares them with
+the recorded ones (``recreated_by_id``). At start-up the broker is asked through one function (``read_brokers``)
+that returns plain data (``TopicState``); the comparison (``find_lost``) is a pure function of that data, so
+every rule is tested without a broker.
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ class LostRange:
             gone (``recreated``, ``partition-gone``: nobody can say how far it went).
         kind: ``retention``, ``recreated`` or ``partition-gone``.
         resume_from: The offset reading goes on at once the table is rebuilt: the current log start offset;
-            ``None`` for ``partition-gone`` (nothing to read).
+            ``None`` for ``partition-gone`` (nothing to read), and for a gap found while the query runs (the
+            batch's own ranges say where the read goes on).
     """
 
     topic: str
@@ -243,19 +247,7 @@ def read_brokers(
         OffsetsUnknown: the brokers did not answer in ``timeout_s`` or refused a request other than the
             topic configuration (whose absence is treated as ``delete``, see ``TopicState``).
     """
-    names = sorted(set(topics))
-    if not names:
-        return {}
-    described: dict[str, tuple[str, list[int]]] = {}
-    for name, future in admin.describe_topics(TopicCollection(names), request_timeout=timeout_s).items():
-        try:
-            description = future.result(timeout=timeout_s)
-        except (KafkaException, TimeoutError) as exc:
-            if _code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                continue
-            msg = f"cannot describe Kafka topic {name}: {_reason(exc)}"
-            raise OffsetsUnknown(msg) from None
-        described[name] = (str(description.topic_id), [p.id for p in description.partitions])
+    described = _describe(admin, topics, timeout_s)
     if not described:
         return {}
     partitions = [TopicPartition(name, p) for name, (_, ids) in described.items() for p in ids]
@@ -270,6 +262,72 @@ def read_brokers(
         )
         for name, (topic_id, ids) in described.items()
     }
+
+
+def _describe(admin: AdminClient, topics: Collection[str], timeout_s: float) -> dict[str, tuple[str, list[int]]]:
+    """One DescribeTopics request: each existing topic's id and partition numbers."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    described: dict[str, tuple[str, list[int]]] = {}
+    for name, future in admin.describe_topics(TopicCollection(names), request_timeout=timeout_s).items():
+        try:
+            description = future.result(timeout=timeout_s)
+        except (KafkaException, TimeoutError) as exc:
+            if _code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            msg = f"cannot describe Kafka topic {name}: {_reason(exc)}"
+            raise OffsetsUnknown(msg) from None
+        described[name] = (str(description.topic_id), [p.id for p in description.partitions])
+    return described
+
+
+def recreated_by_id(
+    recorded: Mapping[str, str], current: Mapping[str, str], published: Mapping[Partition, int]
+) -> list[LostRange]:
+    """A ``recreated`` gap for each partition the mirror read of a topic whose id changed, whatever its offsets.
+
+    Args:
+        recorded: The ids the ledger recorded with its last batch (a topic it has no id for is not judged).
+        current: The ids the brokers give now (a topic missing here is not read now, and not judged).
+        published: The next offset per partition after the last committed batch: where each gap starts.
+    """
+    changed = {topic for topic, topic_id in current.items() if recorded.get(topic, topic_id) != topic_id}
+    return [
+        LostRange(p.topic, p.partition, max(offset, 0), None, "recreated", None)
+        for p, offset in sorted(published.items())
+        if p.topic in changed
+    ]
+
+
+class TopicIds:
+    """Each topic's Kafka id, asked of the brokers once per micro-batch on the driver (one DescribeTopics request).
+
+    A batch retried after a transient failure, or collected again, asks nothing more.
+    """
+
+    def __init__(self, source: SourceSettings, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self._source = source
+        self._timeout_s = timeout_s
+        self._admin: AdminClient | None = None
+        self._asked: tuple[int, frozenset[str]] | None = None
+        self._ids: dict[str, str] = {}
+
+    def of_batch(self, batch_id: int, topics: Collection[str]) -> dict[str, str]:
+        """The ids of ``topics`` (those that exist) as the brokers gave them for batch ``batch_id``.
+
+        Raises:
+            OffsetsUnknown: the brokers did not answer (a transient failure: the batch is retried).
+        """
+        asked = (batch_id, frozenset(topics))
+        if asked != self._asked:
+            if self._admin is None:
+                options, _ = client_security_options(self._source)
+                self._admin = AdminClient({**options, "bootstrap.servers": self._source.bootstrap_servers})
+            described = _describe(self._admin, topics, self._timeout_s)
+            self._ids = {name: topic_id for name, (topic_id, _) in described.items()}
+            self._asked = asked
+        return self._ids
 
 
 def check_offsets(

@@ -9,6 +9,10 @@ table its topic carries, and then, with ``mirror.on_data_lost: rebuild`` (the de
 2. only then is Spark moved past the gap: its checkpoint is set aside and the new one starts from the ledger's
    end offsets, with each lost partition's offset moved to where its log now starts (``resume_from_ledger``).
 
+While the query runs (``source.reader: direct``), a batch's tasks read on past a gap and name it, and the driver
+compares the topics' ids once per batch; ``heal_in_batch`` records those gaps and begins their tables' rebuilds
+in one commit before the batch is planned: no exit, every other table goes on.
+
 So a gap is never read past before its table's rebuild is committed, and a crash between the two steps finds
 the same gap again at the next start: the record is kept once (deduplicated by topic, partition and first
 offset) and only the move is redone. Every other table keeps its offsets and goes on publishing. Partitions
@@ -25,6 +29,7 @@ from dataclasses import replace
 
 import orjson
 
+from connector.collect.kafka_read import ReadGap
 from connector.config import MirrorSettings, SourceSettings
 from connector.landing_zone.layout import table_for_topic
 from connector.operate import metrics
@@ -32,15 +37,23 @@ from connector.publish.ledger import BatchLedger, DataGap, LedgerState, TableSta
 from connector.publish.source_identity import topic_prefix
 from connector.publish.source_offsets import kafka_offsets
 from connector.storage.base import Storage
-from connector.stream.data_loss import DataLossCheck, LostRange, Partition, check_offsets, expected_from_map
+from connector.stream.data_loss import (
+    DataLossCheck,
+    LostRange,
+    Partition,
+    check_offsets,
+    expected_from_map,
+    recreated_by_id,
+)
 from connector.stream.query_failure import SourceDataLost, data_lost_recovery
 from connector.stream.resume import resume_from_ledger
 from connector.stream.spark_checkpoint import SparkCheckpoint
 
 log = logging.getLogger(__name__)
 
-#: Asks the brokers which of the expected offsets they no longer hold (``check_offsets``, bound to the source).
-OffsetsCheck = Callable[[Mapping[Partition, int], Collection[str]], DataLossCheck]
+#: Asks the brokers which of the expected offsets they no longer hold (``check_offsets``, bound to the source):
+#: given the expected offsets, the subscribed topics and the topic ids the ledger recorded.
+OffsetsCheck = Callable[[Mapping[Partition, int], Collection[str], Mapping[str, str]], DataLossCheck]
 
 
 def expected_offsets(state: LedgerState, spark: SparkCheckpoint) -> dict[Partition, int] | None:
@@ -97,9 +110,10 @@ def table_of(topic: str, state: LedgerState, mirror: MirrorSettings) -> str | No
 
 
 def gaps_for(lost: Sequence[LostRange], state: LedgerState, mirror: MirrorSettings, now: float) -> tuple[DataGap, ...]:
-    """One ``DataGap`` per lost range, naming the table its partition carries."""
-    return tuple(
-        DataGap(
+    """One ``DataGap`` per lost range, naming the table its partition carries (one per partition and first offset)."""
+    gaps: dict[tuple[str, int, int], DataGap] = {}
+    for r in lost:
+        gap = DataGap(
             table=table_of(r.topic, state, mirror),
             topic=r.topic,
             partition=r.partition,
@@ -108,8 +122,8 @@ def gaps_for(lost: Sequence[LostRange], state: LedgerState, mirror: MirrorSettin
             kind=r.kind,
             detected_at=now,
         )
-        for r in lost
-    )
+        gaps.setdefault(gap.key, gap)
+    return tuple(gaps.values())
 
 
 def with_rebuilds(state: LedgerState, gaps: Sequence[DataGap], mirror: MirrorSettings, now: float) -> LedgerState:
@@ -118,6 +132,7 @@ def with_rebuilds(state: LedgerState, gaps: Sequence[DataGap], mirror: MirrorSet
     Past ``rebuild.max_automatic`` automatic rebuilds (within a day) the table is stopped instead.
 
     A gap recorded already (found before a crash) begins nothing again: its table's rebuild was committed with it.
+    Nor does one of a table whose rebuild has not yet asked for its snapshot (that snapshot comes after the gap).
     """
     new = tuple(g for g in gaps if not state.has_gap(g.topic, g.partition, g.first))
     tables = dict(state.tables)
@@ -125,6 +140,8 @@ def with_rebuilds(state: LedgerState, gaps: Sequence[DataGap], mirror: MirrorSet
         where = ", ".join(g.describe() for g in new if g.table == table_id)
         topic = next(g.topic for g in new if g.table == table_id)
         table = tables.get(table_id) or TableState(folder=table_for_topic(topic, mirror).folder, topic=topic)
+        if table.lifecycle.is_rebuilding:
+            continue
         # An automatic rebuild like any other: counted against rebuild.max_automatic, so retention that keeps
         # outrunning the connector stops the table (with the reason) instead of re-reading it for ever.
         lifecycle = table.lifecycle.stop(f"data lost at {where}", mirror, now=now, rebuild=True)
@@ -156,24 +173,78 @@ def heal_data_loss(
     expected = expected_offsets(ledger.state, spark)
     if not expected:
         return ()
-    lost = check(expected, subscribed).lost
-    if not lost:
+    checked = check(expected, subscribed, ledger.state.topic_ids)
+    if not checked.lost:
         return ()
-    needed = unpublished(lost, published_offsets(ledger.state))
+    needed = unpublished(checked.lost, published_offsets(ledger.state))
     gaps = gaps_for(needed, ledger.state, mirror, now)
     if gaps and mirror.on_data_lost == "stop":
         raise SourceDataLost(stop_message(gaps))
-    new = [g for g in gaps if not ledger.state.has_gap(g.topic, g.partition, g.first)]
-    if new:
-        ledger.commit_state(with_rebuilds(ledger.state, new, mirror, now))  # before any offset moves past a gap
+    # Before any offset moves past a gap; with the topics' ids now, so a re-created topic is judged once.
+    _record_gaps(ledger.commit_state, ledger.state, gaps, mirror, checked.topic_ids, now=now)
+    # Partitions whose lost records were all published resume at the ledger's end offsets, past them too.
+    resume_from_ledger(ledger, spark, landing, past_gaps=offsets_past(needed))
+    return gaps
+
+
+def _record_gaps(
+    commit: Callable[[LedgerState], None],
+    state: LedgerState,
+    gaps: Sequence[DataGap],
+    mirror: MirrorSettings,
+    topic_ids: Mapping[str, str],
+    *,
+    now: float,
+) -> list[DataGap]:
+    """Commit the gaps not recorded yet with their tables' rebuilds begun and the topics' ids; log each gap."""
+    new = [g for g in gaps if not state.has_gap(g.topic, g.partition, g.first)]
+    after = with_rebuilds(state, new, mirror, now) if new else state
+    after = after.with_topic_ids(dict(topic_ids)) if gaps else after
+    if after is not state:
+        commit(after)
     for gap in gaps:
         if gap in new and gap.table is not None:
             metrics.DATA_LOST.labels(table=gap.table).inc()
         what = f"rebuilding table {gap.table}" if gap.table else "it carries no table: read on past it"
         log.warning("Kafka no longer holds %s (%s): %s", gap.describe(), gap.kind, what)
-    # Partitions whose lost records were all published resume at the ledger's end offsets, past them too.
-    resume_from_ledger(ledger, spark, landing, past_gaps=offsets_past(needed))
-    return gaps
+    return new
+
+
+def lost_in_batch(state: LedgerState, topic_ids: Mapping[str, str], read: Sequence[ReadGap]) -> list[LostRange]:
+    """What a running batch found gone: topics whose id changed since the last batch, and the gaps its tasks read past.
+
+    A topic created again is judged by its id even when its new log already reaches past the offsets the mirror
+    expects (then its ranges read the new log's records, which the table's rebuild does not need).
+    """
+    lost = recreated_by_id(state.topic_ids, topic_ids, published_offsets(state))
+    lost += [LostRange(g.topic, g.partition, g.first, g.last, g.kind, None) for g in read]
+    return lost
+
+
+def heal_in_batch(
+    state: LedgerState,
+    lost: Sequence[LostRange],
+    mirror: MirrorSettings,
+    commit: Callable[[LedgerState], None],
+    topic_ids: Mapping[str, str],
+    *,
+    now: float,
+) -> list[DataGap]:
+    """Heal gaps a running batch found, in this process: the gaps not recorded yet (their rebuilds begun).
+
+    One ``commit`` records them and begins the rebuild of exactly the tables they carried, before the batch is
+    planned: the batch then reads on past them, the rebuilt tables' events skipped or upserted as their rebuild
+    says, every other table published as usual. No exit, no restart.
+
+    Raises:
+        SourceDataLost: a gap was found and ``mirror.on_data_lost`` is ``stop`` (nothing was changed).
+    """
+    gaps = gaps_for(lost, state, mirror, now)
+    if not gaps:
+        return []
+    if mirror.on_data_lost == "stop":
+        raise SourceDataLost(stop_message(gaps))
+    return _record_gaps(commit, state, gaps, mirror, topic_ids, now=now)
 
 
 def stop_message(gaps: Sequence[DataGap]) -> str:
@@ -185,4 +256,6 @@ def stop_message(gaps: Sequence[DataGap]) -> str:
 
 def kafka_check(source: SourceSettings) -> OffsetsCheck:
     """``check_offsets`` against ``source``'s brokers."""
-    return lambda expected, subscribed: check_offsets(source, expected, subscribed=subscribed)
+    return lambda expected, subscribed, recorded_ids: check_offsets(
+        source, expected, subscribed=subscribed, recorded_ids=recorded_ids
+    )

@@ -118,8 +118,10 @@ def _gist(text: str) -> str:
 def explain_query_failure(text: str, on_data_lost: str = "stop") -> ConnectorError | None:
     """The connector error that ``text`` (a failed query's exception) amounts to, or ``None`` when unknown.
 
-    Lost records found while the query runs end it either way (Spark cannot skip them for one table only):
-    ``on_data_lost`` only says what the next start does about them.
+    Lost records found while the query runs end it when Spark's own reader found them (it cannot skip them for
+    one table only) or ``on_data_lost`` is ``stop``: ``on_data_lost`` says what the next start does about them.
+    The executors' own reader (``source.reader: direct``) reads past them under ``rebuild`` and the batch heals
+    them in-process (``connector.stream.data_loss_healing.heal_in_batch``), so they never end the query.
     """
     if any(marker in text for marker in _DATA_LOSS_MARKERS):
         return SourceDataLost(_data_loss_message(text, data_lost_recovery(on_data_lost)))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, read_ranges
+from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, ReadGap, read_ranges, read_ranges_past_gaps
 from connector.collect.pieces import CollectContext, Collected
 from connector.collect.slice import collect_slice
 from connector.collect.staging import stage_slice
@@ -53,19 +53,30 @@ def collect_slices(frame: DataFrame, task: SliceTask) -> list[Collected]:
 
 
 def collect_ranges(
-    spark: SparkSession, groups: list[list[KafkaRange]], task: SliceTask, read: KafkaReadSpec
-) -> list[Collected]:
-    """Read, collect and stage each group of Kafka ranges in one task (``connector.collect.kafka_read``)."""
+    spark: SparkSession, groups: list[list[KafkaRange]], task: SliceTask, read: KafkaReadSpec, *, past_gaps: bool
+) -> tuple[list[Collected], list[ReadGap]]:
+    """Read, collect and stage each group of Kafka ranges in one task (``connector.collect.kafka_read``).
+
+    With ``past_gaps`` the tasks read on past offsets Kafka no longer holds and the gaps come back with the
+    slices (the driver heals them); without, such a gap fails the batch (``KAFKA_DATA_LOSS``).
+    """
     if not groups:
-        return []
+        return [], []
     tasks = spark.sparkContext.parallelize(groups, len(groups))
-    return tasks.map(partial(collect_ranges_task, task, read)).collect()
+    done = tasks.map(partial(collect_ranges_task, task, read, past_gaps)).collect()
+    return [collected for collected, _ in done], [gap for _, gaps in done for gap in gaps]
 
 
-def collect_ranges_task(task: SliceTask, read: KafkaReadSpec, ranges: list[KafkaRange]) -> Collected:
-    """One task of ``collect_ranges``: its ranges' records → staged files → their metadata."""
+def collect_ranges_task(
+    task: SliceTask, read: KafkaReadSpec, past_gaps: bool, ranges: list[KafkaRange]
+) -> tuple[Collected, tuple[ReadGap, ...]]:
+    """One task of ``collect_ranges``: its ranges' records → staged files → their metadata, and the gaps read past."""
     spark_task = _prepared_task()
-    return _collect_and_stage(task, read_ranges(read, ranges), spark_task)
+    if past_gaps:
+        records, gaps = read_ranges_past_gaps(read, ranges)
+    else:
+        records, gaps = read_ranges(read, ranges), ()
+    return _collect_and_stage(task, records, spark_task), gaps
 
 
 def frame_in_tasks(frame: DataFrame) -> DataFrame:

@@ -9,6 +9,7 @@ must then find zero differences in every table, and the other table must never h
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson
 import psycopg
 import pytest
 from confluent_kafka import Consumer
@@ -89,8 +91,11 @@ def write_some(conn: psycopg.Connection[Any], rng: random.Random, table: str, ot
 class Connector:
     """``python -m connector run`` in the background, logging to a file; SIGKILL or SIGTERM it."""
 
-    def __init__(self, stack: dict[str, str], tmp: Path, config: Path, topics: str | None = None) -> None:
+    def __init__(
+        self, stack: dict[str, str], tmp: Path, config: Path, topics: str | None = None, *, own_group: bool = False
+    ) -> None:
         self.tmp = tmp
+        self.own_group = own_group  # its own process group: ``pause`` stops the JVM and Python workers with it
         self.command = [
             sys.executable,
             "-m",
@@ -118,8 +123,18 @@ class Connector:
     def start(self) -> None:
         self._log = self.log_path.open("a")
         self.process = subprocess.Popen(
-            self.command, cwd=REPO_ROOT, stdout=self._log, stderr=self._log, env=dict(os.environ)
+            self.command,
+            cwd=REPO_ROOT,
+            stdout=self._log,
+            stderr=self._log,
+            env=dict(os.environ),
+            start_new_session=self.own_group,
         )
+
+    def pause(self, sig: int = signal.SIGSTOP) -> None:
+        """Stop (``SIGCONT``: resume) the connector, its JVM and its Python workers: a connector behind its topics."""
+        assert self.process is not None and self.own_group
+        os.killpg(self.process.pid, sig)
 
     def stop(self, sig: int) -> int:
         assert self.process is not None and self._log is not None
@@ -548,27 +563,56 @@ def test_records_gone_from_kafka_rebuild_their_table_through_a_real_snapshot(
         assert f"table {tid} stopped" not in connector.log()
 
 
-def test_a_topic_deleted_and_created_again_rebuilds_its_table(stack: dict[str, str], tmp_path: Path) -> None:
-    """A table's topic is deleted while the connector is down and Debezium's next changes create it again from
-    offset 0: the restart sees the log went back, rebuilds that table through a real incremental snapshot, and
-    the other table publishes on; verify finds both exact."""
+def end_offset(stack: dict[str, str], topic: str) -> int:
+    """The offset partition 0 of ``topic`` gives its next record."""
+    from confluent_kafka import TopicPartition
+
+    end = Consumer({"bootstrap.servers": stack["bootstrap.servers"], "group.id": f"end-{uuid.uuid4().hex}"})
+    try:
+        return int(end.get_watermark_offsets(TopicPartition(topic, 0), timeout=30, cached=False)[1])
+    finally:
+        end.close()
+
+
+def recreate_refilled_past(stack: dict[str, str], conn: psycopg.Connection[Any], table: str, topic: str) -> int:
+    """Delete ``topic``, then change ``table`` until Debezium's new log of it reaches past the old one's end.
+
+    Offsets alone then show nothing wrong: only the topic's id (KIP-516) tells the log is another one.
+    Returns the old log's end offset.
+    """
     from confluent_kafka.admin import AdminClient
 
+    old_end = end_offset(stack, topic)
+    admin = AdminClient({"bootstrap.servers": stack["bootstrap.servers"]})
+    admin.delete_topics([topic], operation_timeout=60)[topic].result(timeout=60)
+    deadline = time.monotonic() + 60
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{topic} still listed a minute after its deletion"
+        time.sleep(0.2)
+    while True:  # Debezium's next events create the topic again, from offset 0
+        conn.execute(f"UPDATE {table} SET v = v || '+' WHERE id <= 150")
+        wait_for_watermark(postgres_source(stack))
+        if topic in admin.list_topics(timeout=10).topics and end_offset(stack, topic) > old_end:
+            return old_end
+
+
+def test_a_topic_deleted_and_created_again_rebuilds_its_table(stack: dict[str, str], tmp_path: Path) -> None:
+    """A table's topic is deleted while the connector is down and Debezium's next changes create it again from
+    offset 0, refilled past the old log's end offset (issue 42: offsets alone see nothing): the restart tells the
+    new log by its topic id, rebuilds that table through a real incremental snapshot, and the other table publishes
+    on; verify finds both exact."""
     ids = ["public.dr_gone", "public.dr_kept"]
     with psycopg.connect(stack["postgres"], autocommit=True) as conn:
         connector = mirrored_then_stopped(stack, tmp_path, conn, ids, r"dbserver1\.public\.dr_.*")
+    topic = "dbserver1.public.dr_gone"
+    recorded = BatchLedger(LocalStorage(tmp_path / "cp")).state.topic_ids
+    assert set(recorded) == {topic, "dbserver1.public.dr_kept"}, recorded
     try:
         with psycopg.connect(stack["postgres"], autocommit=True) as conn:
-            topic = "dbserver1.public.dr_gone"
-            admin = AdminClient({"bootstrap.servers": stack["bootstrap.servers"]})
-            admin.delete_topics([topic], operation_timeout=60)[topic].result(timeout=60)
-            deadline = time.monotonic() + 60
-            while topic in admin.list_topics(timeout=10).topics:
-                assert time.monotonic() < deadline, f"{topic} still listed a minute after its deletion"
-                time.sleep(0.2)
-            for tid in ids:  # Debezium's next events create the topic again, from offset 0
-                conn.execute(f"UPDATE {tid} SET v = v || '+' WHERE id <= 20")
+            old_end = recreate_refilled_past(stack, conn, "public.dr_gone", topic)
+            conn.execute("UPDATE public.dr_kept SET v = v || '+' WHERE id <= 20")
         wait_for_watermark(postgres_source(stack))
+        assert end_offset(stack, topic) > old_end
         connector.start()
         connector.wait_for(
             "snapshot request",
@@ -583,3 +627,118 @@ def test_a_topic_deleted_and_created_again_rebuilds_its_table(stack: dict[str, s
     state = BatchLedger(LocalStorage(tmp_path / "cp")).state
     assert [(g.table, g.kind) for g in state.data_gaps] == [("public.dr_gone", "recreated")], state.data_gaps
     assert state.tables["public.dr_kept"].lifecycle.phase == Phase.RUNNING
+    assert "table public.dr_kept stopped" not in connector.log()
+    assert state.topic_ids[topic] != recorded[topic]  # the new log's id, recorded with the gap
+
+
+# -- a loss found while the query runs (issue 42): healed in-process, the other tables publish on ---------------------
+
+MID_RUN_TABLES = ("mr_recreated", "mr_deleted", "mr_kept")
+TRIGGER_S = 1.0  # the Connector's --trigger
+
+
+class KeptWriter:
+    """Updates one table in a thread, steadily, so every micro-batch has records of it."""
+
+    def __init__(self, dsn: str, table: str) -> None:
+        self.dsn, self.table = dsn, table
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> KeptWriter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        rng = random.Random(42)
+        try:
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                while not self._stop.is_set():
+                    conn.execute(
+                        f"UPDATE {self.table} SET v = %s WHERE id = %s", (uuid.uuid4().hex, rng.randint(1, 200))
+                    )
+                    time.sleep(0.01)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
+            self.error = exc
+
+
+def delete_unread_records(stack: dict[str, str], conn: psycopg.Connection[Any], table: str, topic: str) -> None:
+    """Changes of ``table`` the (paused) connector has not read, then deleted from its topic (kafka-delete-records)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    conn.execute(f"UPDATE {table} SET v = v || '-' WHERE id <= 150")
+    wait_for_watermark(postgres_source(stack))
+    admin = AdminClient({"bootstrap.servers": stack["bootstrap.servers"]})
+    deleted = admin.delete_records([TopicPartition(topic, 0, end_offset(stack, topic))], request_timeout=30)
+    for future in deleted.values():
+        future.result()
+
+
+def batch_seconds(log: str) -> list[float]:
+    """Each micro-batch's duration, from the connector's batch lines (``"event": "batch"``)."""
+    out = []
+    for line in log.splitlines():
+        start = line.find('{"event":"batch"')
+        if start >= 0:
+            out.append(float(orjson.loads(line[start:])["duration_s"]))
+    return out
+
+
+def test_a_loss_found_while_the_query_runs_heals_in_process(stack: dict[str, str], tmp_path: Path) -> None:
+    """Default settings (the direct reader): while the query runs and lags behind its topics (its processes paused),
+    one table's topic is deleted and created again past its old end, and another's unread records are deleted. The
+    running query's batches find both (the topic's id, the offsets its tasks read past), record the gaps and rebuild
+    exactly those two tables through a real incremental snapshot, in the same process: no exit 2, no restart. The
+    third table's files go on meanwhile with no pause longer than two triggers (file times against the batches'
+    own durations), and verify finds all three exact."""
+    ids = [f"public.{t}" for t in MID_RUN_TABLES]
+    recreated, deleted, kept = ids
+    config = tmp_path / "config.yaml"
+    config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")
+    connector = Connector(stack, tmp_path, config, r"dbserver1\.public\.mr_.*", own_group=True)
+    kept_folder = tmp_path / "lz" / "public.schema" / "mr_kept"
+    try:
+        with psycopg.connect(stack["postgres"], autocommit=True) as conn:
+            for tid in ids:
+                conn.execute(f"CREATE TABLE {tid} (id int PRIMARY KEY, v text)")
+                conn.execute(f"INSERT INTO {tid} SELECT g, 'v' || g FROM generate_series(1, 200) g")
+            connector.start()
+            for tid in ids:
+                connector.wait_for("initial rows", lambda t: t.rows_published >= 200, tid)
+            with KeptWriter(stack["postgres"], kept):
+                connector.pause()
+                delete_unread_records(stack, conn, deleted, "dbserver1.public.mr_deleted")
+                recreate_refilled_past(stack, conn, recreated, "dbserver1.public.mr_recreated")
+                resumed = time.time()
+                connector.pause(signal.SIGCONT)
+                for tid in (deleted, recreated):
+                    connector.wait_for("snapshot request", lambda t: t.lifecycle.phase == "snapshot-requested", tid)
+                requested = time.time()
+            for tid in ids:
+                conn.execute(f"UPDATE {tid} SET v = v || '!' WHERE id > 190")
+        wait_for_watermark(postgres_source(stack))
+        wait_until_tables_exact(stack["postgres"], tmp_path / "lz", ids)
+        assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
+    finally:
+        connector.kill_if_running()
+    log = connector.log()
+    state = BatchLedger(LocalStorage(tmp_path / "cp")).state
+    assert {(g.table, g.kind) for g in state.data_gaps} == {(deleted, "retention"), (recreated, "recreated")}
+    assert f"rebuilding table {deleted}" in log and f"rebuilding table {recreated}" in log
+    assert "Traceback" not in log and "KAFKA_DATA_LOSS" not in log and log.count("starting source=") == 1
+    assert state.tables[kept].lifecycle.phase == Phase.RUNNING and f"table {kept} stopped" not in log
+    # The kept table's files while the two others healed: no pause longer than two triggers of the batches' pace.
+    times = sorted(p.stat().st_mtime for p in kept_folder.glob("[0-9]*.parquet"))
+    window = [resumed] + [t for t in times if resumed < t <= requested]
+    assert len(window) > 2, (resumed, requested, times[-5:])
+    longest = max(b - a for a, b in itertools.pairwise(window))
+    healing = batch_seconds(log[log.index("Kafka no longer holds") :])  # the batches from the one that healed on
+    assert longest <= 2 * (TRIGGER_S + max(healing)), (longest, window, healing)

@@ -16,7 +16,15 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, KafkaRecordsLost, close_consumers, read_ranges
+from connector.collect.kafka_read import (
+    KafkaRange,
+    KafkaReadSpec,
+    KafkaRecordsLost,
+    ReadGap,
+    close_consumers,
+    read_ranges,
+    read_ranges_past_gaps,
+)
 from connector.config import ConnectorSettings, MirrorSettings, SourceSettings
 from connector.stream.query_failure import SourceDataLost, explain_query_failure
 from connector.stream.source import kafka_read_spec
@@ -135,3 +143,22 @@ def test_offsets_kafka_no_longer_holds_are_data_loss_named_by_partition(
     with pytest.raises(KafkaRecordsLost, match=rf"offset \[5, 12\) for topic partition {topic}-0"):
         read_ranges(spec, [KafkaRange(topic, 0, 5, 12)])  # past the log's end: a shorter, re-created log
     assert read_ranges(spec, [KafkaRange(topic, 1, 6, 10)]).num_rows == 4  # what is there still reads
+
+
+def test_offsets_kafka_no_longer_holds_are_read_past_and_named(
+    kafka_bootstrap: str, make_topic: Callable[..., str]
+) -> None:
+    """Issue 42: with ``mirror.on_data_lost: rebuild`` a task reads on past a gap (records deleted, a shorter log)
+    and names it, while the other partitions of the same read are read whole."""
+    topic = make_topic(f"it-read-past-{uuid.uuid4().hex[:10]}", 3)
+    for partition in (0, 1, 2):
+        _produce(kafka_bootstrap, topic, partition, 10)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 1, 6)], request_timeout=TIMEOUT_S).values():
+        future.result(timeout=TIMEOUT_S)
+    ranges = [KafkaRange(topic, 0, 0, 10), KafkaRange(topic, 1, 2, 10), KafkaRange(topic, 2, 5, 14)]
+    table, gaps = read_ranges_past_gaps(_spec(kafka_bootstrap), ranges)
+    assert sorted(gaps) == [ReadGap(topic, 1, 2, 5, "retention"), ReadGap(topic, 2, 5, None, "recreated")]
+    rows = list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(), strict=True))
+    assert [o for p, o in rows if p == 0] == list(range(10))
+    assert [o for p, o in rows if p == 1] == [6, 7, 8, 9]  # read on where the log starts now

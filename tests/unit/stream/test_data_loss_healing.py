@@ -65,13 +65,18 @@ def write_spark_checkpoint(folder: Path, batch_id: int, ends: Mapping[str, Mappi
 class Brokers:
     """The brokers' answer to ``check_offsets`` as data, recording what the mirror asked."""
 
-    def __init__(self, *lost: LostRange) -> None:
+    def __init__(self, *lost: LostRange, ids: Mapping[str, str] | None = None) -> None:
         self.lost = lost
+        self.ids = dict(ids or {})
         self.asked: list[tuple[dict[Partition, int], list[str]]] = []
+        self.recorded_ids: list[dict[str, str]] = []
 
-    def __call__(self, expected: Mapping[Partition, int], subscribed: Collection[str]) -> DataLossCheck:
+    def __call__(
+        self, expected: Mapping[Partition, int], subscribed: Collection[str], recorded_ids: Mapping[str, str]
+    ) -> DataLossCheck:
         self.asked.append((dict(expected), sorted(subscribed)))
-        return DataLossCheck(self.lost)
+        self.recorded_ids.append(dict(recorded_ids))
+        return DataLossCheck(self.lost, self.ids)
 
 
 RETENTION = LostRange(CUSTOMERS_TOPIC, 0, 100, 949, "retention", 950)
