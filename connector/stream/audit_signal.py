@@ -20,9 +20,8 @@ from typing import Any
 import orjson
 
 from connector.config import RebuildSettings, SourceSettings
-from connector.kafka_client import client_security_options
 from connector.operate.rebuild import RebuildError
-from connector.stream.snapshot_signal import DELIVERY_TIMEOUT_S, signal_target
+from connector.stream.snapshot_signal import DELIVERY_TIMEOUT_S, signal_producer_config, signal_target
 
 log = logging.getLogger(__name__)
 
@@ -77,17 +76,7 @@ class KeyedSnapshotSignal:
     """Sends keyed re-read signals to Debezium's Kafka signal channel (the source's security settings apply)."""
 
     def __init__(self, source: SourceSettings, rebuild: RebuildSettings) -> None:
-        if not source.bootstrap_servers:
-            msg = "the audit signals Debezium through Kafka: source.bootstrap_servers is not set"
-            raise RebuildError(msg)
-        options, _skipped = client_security_options(source)
-        self._config: dict[str, Any] = {
-            **options,
-            "bootstrap.servers": source.bootstrap_servers,
-            "acks": "all",
-            "enable.idempotence": True,
-            "message.timeout.ms": int(DELIVERY_TIMEOUT_S * 1000),
-        }
+        self._config = signal_producer_config(source, "the audit")
         self._rebuild = rebuild
 
     def reread(self, topic: str, key_columns: Sequence[str], keys: Sequence[tuple[Any, ...]]) -> list[str]:

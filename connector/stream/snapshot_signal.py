@@ -54,21 +54,26 @@ def signal_value(collection: str, signal_id: str | None = None, kind: str = "exe
     return orjson.dumps(body)
 
 
+def signal_producer_config(source: SourceSettings, who: str) -> dict[str, Any]:
+    """Librdkafka settings of a producer of Debezium signals: the source's brokers and security, acknowledged."""
+    if not source.bootstrap_servers:
+        msg = f"{who} signals Debezium through Kafka: source.bootstrap_servers is not set"
+        raise RebuildError(msg)
+    options, _skipped = client_security_options(source)
+    return {
+        **options,
+        "bootstrap.servers": source.bootstrap_servers,
+        "acks": "all",
+        "enable.idempotence": True,
+        "message.timeout.ms": int(DELIVERY_TIMEOUT_S * 1000),
+    }
+
+
 class KafkaSnapshotSignal:
     """Produces ``execute-snapshot`` signals to the source brokers (the source's security settings apply)."""
 
     def __init__(self, source: SourceSettings, rebuild: RebuildSettings) -> None:
-        if not source.bootstrap_servers:
-            msg = "a rebuild signals Debezium through Kafka: source.bootstrap_servers is not set"
-            raise RebuildError(msg)
-        options, _skipped = client_security_options(source)
-        self._config: dict[str, Any] = {
-            **options,
-            "bootstrap.servers": source.bootstrap_servers,
-            "acks": "all",
-            "enable.idempotence": True,
-            "message.timeout.ms": int(DELIVERY_TIMEOUT_S * 1000),
-        }
+        self._config = signal_producer_config(source, "a rebuild")
         self._rebuild = rebuild
         self._source = source
         self._reader: NotificationReader | None = None
