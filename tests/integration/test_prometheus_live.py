@@ -104,6 +104,11 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
     make_topic(loaded.name, 1)
     reads = [loaded.record("r", None, {"id": i, "name": f"row {i}"}, snapshot="true") for i in range(1, 20)]
     produce(kafka_bootstrap, [*reads, loaded.record("r", None, {"id": 20, "name": "row 20"}, snapshot="last")])
+    # A table truncated: under truncate_policy rebuild (the default) its rebuild begins, and only then does
+    # cdc_mirror_table_resets_total{table, reason} exist (its panel's data).
+    truncated = Topic("prom.public.truncated", [field("id", "int32", optional=False)], ["id"])
+    make_topic(truncated.name, 1)
+    produce(kafka_bootstrap, [truncated.record("c", None, {"id": 1}), truncated.truncate()])
     connector_config = tmp_path / "connector.yaml"
     connector_config.write_text(
         "mirror:\n  poison_policy: dead-letter\ndead_letter:\n  kind: folder\n"
