@@ -18,9 +18,10 @@ import sys
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 import orjson
 import psycopg
@@ -241,18 +242,18 @@ def wait_until_tables_exact(source_url: str, landing: Path, ids: list[str]) -> N
         time.sleep(3)
 
 
-class Writer:
-    """Writes to both tables in a thread, recording when each statement committed (epoch ms)."""
+class BackgroundWriter(ABC):
+    """Runs ``write`` on one connection in a thread until the ``with`` block ends; its error is raised there."""
 
-    def __init__(self, dsn: str, table: str, other: str, seed: int) -> None:
-        self.dsn, self.table, self.other = dsn, table, other
-        self.rng = random.Random(seed)
-        self.done: list[int] = []
+    pause_s = 0.005
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Writer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -262,15 +263,32 @@ class Writer:
         if self.error is not None:
             raise self.error
 
+    @abstractmethod
+    def write(self, conn: psycopg.Connection[Any]) -> None:
+        """One write of this writer's (called in a loop, ``pause_s`` apart)."""
+
     def _run(self) -> None:
         try:
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 while not self._stop.is_set():
-                    write_some(conn, self.rng, self.table, self.other, 1)
-                    self.done.append(now_ms())
-                    time.sleep(0.005)
+                    self.write(conn)
+                    time.sleep(self.pause_s)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
             self.error = exc
+
+
+class Writer(BackgroundWriter):
+    """Writes to both tables in a thread, recording when each statement committed (epoch ms)."""
+
+    def __init__(self, dsn: str, table: str, other: str, seed: int) -> None:
+        super().__init__(dsn)
+        self.table, self.other = table, other
+        self.rng = random.Random(seed)
+        self.done: list[int] = []
+
+    def write(self, conn: psycopg.Connection[Any]) -> None:
+        write_some(conn, self.rng, self.table, self.other, 1)
+        self.done.append(now_ms())
 
     def during(self, start_ms: int, end_ms: int) -> int:
         return sum(1 for t in self.done if start_ms <= t <= end_ms)
@@ -637,36 +655,18 @@ MID_RUN_TABLES = ("mr_recreated", "mr_deleted", "mr_kept")
 TRIGGER_S = 1.0  # the Connector's --trigger
 
 
-class KeptWriter:
+class KeptWriter(BackgroundWriter):
     """Updates one table in a thread, steadily, so every micro-batch has records of it."""
 
+    pause_s = 0.01
+
     def __init__(self, dsn: str, table: str) -> None:
-        self.dsn, self.table = dsn, table
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.error: BaseException | None = None
+        super().__init__(dsn)
+        self.table = table
+        self.rng = random.Random(42)
 
-    def __enter__(self) -> KeptWriter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=60)
-        if self.error is not None:
-            raise self.error
-
-    def _run(self) -> None:
-        rng = random.Random(42)
-        try:
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
-                while not self._stop.is_set():
-                    conn.execute(
-                        f"UPDATE {self.table} SET v = %s WHERE id = %s", (uuid.uuid4().hex, rng.randint(1, 200))
-                    )
-                    time.sleep(0.01)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
-            self.error = exc
+    def write(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(f"UPDATE {self.table} SET v = %s WHERE id = %s", (uuid.uuid4().hex, self.rng.randint(1, 200)))
 
 
 def delete_unread_records(stack: dict[str, str], conn: psycopg.Connection[Any], table: str, topic: str) -> None:

@@ -86,8 +86,8 @@ def table_state(base: str, table: str) -> dict[str, Any] | None:
 def browser() -> Iterator[Any]:
     chromium = shutil.which("chromium")
     driver_path = shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        pytest.skip("chromium and chromium-driver are not installed (deploy/local/setup-tests.sh)")
+    # Installed by deploy/local/setup-tests.sh: a missing browser fails the test, it never passes by skipping.
+    assert chromium is not None and driver_path is not None, "chromium or chromedriver missing: run setup-tests.sh"
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1100"):
