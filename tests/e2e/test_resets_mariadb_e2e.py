@@ -86,9 +86,19 @@ def binlog_readers(conn: Any) -> int:
 
 
 def wait_binlog_readers(conn: Any, running: bool) -> None:
+    """Until Debezium's binlog reader is there (``running``) or gone.
+
+    A replica that disconnected leaves its binlog dump thread waiting for more updates, for about 90 s, until it
+    sends the replica something and finds the connection closed: while waiting for it to go, a new binlog file
+    (``FLUSH BINARY LOGS``: a rotate event for every dump thread) gives it something to send. A replica still
+    connected reads the rotation and stays.
+    """
     deadline = time.monotonic() + WAIT_S
     while (binlog_readers(conn) > 0) != running:
         assert time.monotonic() < deadline, f"Debezium's binlog reader {'absent' if running else 'still there'}"
+        if not running:
+            with conn.cursor() as cursor:
+                cursor.execute("FLUSH BINARY LOGS")
         time.sleep(0.5)
 
 
