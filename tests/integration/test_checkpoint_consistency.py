@@ -62,7 +62,7 @@ def test_deleted_older_or_inflated_checkpoint_is_refused_and_the_matching_one_gi
     state = orjson.loads(state_file.read_bytes())
     last = state["last_committed_batch"]
     assert last >= 3  # several batches, so the older copy is behind
-    assert state["sources"][-1]["batch_id"] == last  # the ledger records what each batch read
+    assert state["source_batches"][-1] == last  # the ledger records what each batch read
     # Changes the mirror does not have yet: the batches a skipped batch id would lose.
     produce(kafka_bootstrap, workload.records(600))
     published = file_digests(landing)

@@ -9,6 +9,7 @@ anything aside. Narrowing ``source.topics`` ended in "Kafka data lost" after a J
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -58,13 +59,15 @@ def test_resume_from_ledger_recovers_an_older_ledger_an_inflated_count_and_a_gar
     landing = LocalStorage(str(tmp_path / "lz"))
     first = run_connector(*args)
     assert first.returncode == 0, first.stderr[-4000:]
-    older_ledger = state_file.read_bytes()
+    older_ledger = tmp_path / "ledger-older"
+    shutil.copytree(checkpoint / "ledger", older_ledger)
     produce(kafka_bootstrap, workload.records(900))
     second = run_connector(*args)
     assert second.returncode == 0, second.stderr[-4000:]
 
     # 1. The ledger restored from an older copy: the landing zone holds numbers it does not know.
-    state_file.write_bytes(older_ledger)
+    shutil.rmtree(checkpoint / "ledger")
+    shutil.copytree(older_ledger, checkpoint / "ledger")
     produce(kafka_bootstrap, workload.records(300))
     published = file_digests(landing)
     assert_refused_naming_resume(run_connector(*args), "the ledger was restored from an older copy")

@@ -232,8 +232,8 @@ def test_sink_records_each_batchs_offsets_and_refuses_a_reused_batch_id(zone: Zo
     with sink.begin(0, kafka(p0=1), SPARK) as batch:
         assert batch.published is False
         batch.plan(BatchInput(records=[t.record("c", None, row(1))])).finish()
-    saved = orjson.loads((zone.checkpoint / "ledger" / "state.json").read_bytes())
-    assert saved["sources"] == [{"batch_id": 0, "offsets": list(kafka(p0=1))}]
+    saved = BatchLedger(LocalStorage(str(zone.checkpoint))).state  # read back from the checkpoint
+    assert saved.sources == (BatchSource(0, kafka(p0=1)),)
     before = zone.snapshot()
 
     # A restart whose Spark checkpoint was deleted: Spark reads new records (offsets 1..3) as batch 0 again.
