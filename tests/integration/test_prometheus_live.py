@@ -146,7 +146,7 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
             "--checkpoint",
             str(tmp_path / "cp"),
             "--trigger",
-            "2s",
+            "1s",
             "--max-offsets-per-trigger",
             "200",
             "--metrics-port",
@@ -176,7 +176,7 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
                     break
             except OSError:
                 pass
-            time.sleep(2)
+            time.sleep(0.5)
         else:
             pytest.fail("no committed batches scraped:\n" + (tmp_path / "connector.log").read_text()[-3000:])
         produce(kafka_bootstrap, workload.records(300))  # more traffic so rates over the window are non-zero
@@ -191,7 +191,7 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
             failing = [expr for expr in EXPECTED_VALUES if not query(prometheus, expr)]
             if not (empty or missing or failing):
                 break
-            time.sleep(2)
+            time.sleep(0.5)
         assert empty == [], f"dashboard queries without data: {empty}"
         assert missing == [], f"metrics used by alerts without data: {missing}"
         assert failing == [], f"queries without the expected value: {failing}"
@@ -203,7 +203,7 @@ def test_prometheus_scrapes_connector_and_every_query_has_data(
         deadline = time.monotonic() + 30
         while query(prometheus, 'cdc_mirror_fabric_table_failed{table="sales.orders"}'):
             assert time.monotonic() < deadline, "sales.orders kept its Fabric series after Fabric dropped it"
-            time.sleep(1)
+            time.sleep(0.25)
     finally:
         connector.terminate()
         server.terminate()
