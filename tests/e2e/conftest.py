@@ -65,6 +65,9 @@ REGISTRY_KEYS = ("registry.url", "schema.registry.url", "apicurio.registry.url")
 REGISTRY_START_TIMEOUT_S = 900
 AVRO_TWIN_CONNECTOR = "mirror-source-json"
 AVRO_TWIN_PREFIX = "dbserver1json"
+# shared_stack's Connect commits offsets (and so Debezium's slot confirms positions) every second; set
+# CONNECT_OFFSET_FLUSH_MS before pytest to override.
+SHARED_STACK_ENV = {"CONNECT_OFFSET_FLUSH_MS": os.environ.get("CONNECT_OFFSET_FLUSH_MS", "1000")}
 
 StackCtl = Callable[..., str]
 
@@ -204,15 +207,19 @@ def shared_stack() -> Iterator[dict[str, str]]:
     regex over its own tables, never ``topics``: other tests' tables are there, mid-DDL perhaps), and uses its
     own landing zone and checkpoint (``tmp_path``). It leaves the workload tables and Kafka Connect as it found
     them (``shared_stack_ctl("restart-debezium")`` is fine: it waits until Debezium streams again).
+
+    Its Kafka Connect commits source offsets every second (``SHARED_STACK_ENV``), not every 10 s: Debezium's slot
+    confirms a position only at a commit, and ``verify`` against Fabric's tables and the audit wait for that (their
+    lag gate) before each judgement. No test on it counts on what a restart re-sends (``stack``'s do).
     """
-    with _state_dir("e2e-shared-stack-") as state_dir, _stack_up(state_dir) as values:
+    with _state_dir("e2e-shared-stack-") as state_dir, _stack_up(state_dir, env=SHARED_STACK_ENV) as values:
         yield values
 
 
 @pytest.fixture(scope="session")
 def shared_stack_ctl(shared_stack: dict[str, str]) -> StackCtl:
     """Like ``stack_ctl``, for ``shared_stack``."""
-    return _ctl(Path(shared_stack["state_dir"]))
+    return _ctl(Path(shared_stack["state_dir"]), SHARED_STACK_ENV)
 
 
 @pytest.fixture(scope="session")
