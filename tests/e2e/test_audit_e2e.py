@@ -45,18 +45,21 @@ AUDIT_LINE = re.compile(rf"audit {re.escape(REF.id)}: (clean|\d+ differences[^\n
 
 
 def write_config(tmp: Path, tables: Path) -> Path:
+    # settle_s bounds a round's wait for Debezium's slot to confirm its position (a few seconds on shared_stack,
+    # which commits offsets every second) and Fabric (the double) to apply: a round that began while the double was
+    # stopped (fault 3) waits all of it and judges nothing.
     config = tmp / "config.yaml"
     config.write_text(
         "mirror:\n"
         "  rebuild:\n"
-        "    wait_s: 3\n"
+        "    wait_s: 1\n"
         "  audit:\n"
         "    enabled: true\n"
-        "    interval_s: 5\n"
+        "    interval_s: 2\n"
         f"    tables: [{REF.id}]\n"
         "    source_url: ${env:AUDIT_E2E_SOURCE_URL}\n"
         f"    tables_path: {tables}\n"
-        "    settle_s: 40\n"
+        "    settle_s: 12\n"
     )
     return config
 
@@ -177,7 +180,7 @@ def test_the_audit_finds_and_repairs_what_nothing_else_caught(shared_stack: dict
         conn.execute(f"CREATE TABLE public.{TABLE} (id int PRIMARY KEY, name text, qty int)")
         conn.execute(f"INSERT INTO public.{TABLE} SELECT g, 'item ' || g, g FROM generate_series(1, {ROWS}) g")
         conn.execute(f"INSERT INTO public.{TABLE} VALUES ({SENTINEL}, 'last', 0)")
-        fabric = FabricReplicatorDouble(tmp_path / "item", retention_s=30, interval_s=1).start()
+        fabric = FabricReplicatorDouble(tmp_path / "item", retention_s=30, interval_s=0.5).start()
         run = Run(shared_stack, tmp_path, fabric)
         try:
             wait_until("the double to hold the last row", lambda: SENTINEL in held(fabric), run)
