@@ -18,18 +18,20 @@ every difference line, and exits 1 when there was one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import re
 import shutil
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.cpu import cpu_model
 from benchmarks.initial_load_files import finished, loadavg, stack
-from benchmarks.service import start_connector
+from benchmarks.service import Connector, start_connector
 from tests.support.fabric_replicator_double import FabricReplicatorDouble
 
 TABLE = "soak_items"
@@ -44,19 +46,86 @@ def init_sql(rows: int) -> str:
     )
 
 
-def write_config(work: Path, tables: Path, args: argparse.Namespace) -> Path:
-    config = work / "config.yaml"
+def write_config(  # noqa: PLR0913 - the audit's settings, each named
+    work: Path,
+    tables: Path,
+    args: argparse.Namespace,
+    *,
+    enabled: bool = True,
+    name: str = "config.yaml",
+    max_rows_per_s: float | None = None,
+) -> Path:
+    """The service's YAML: the audit of the table every ``args.interval_s`` (``enabled: false``: the same, off).
+
+    ``max_rows_per_s``: ``mirror.audit.max_rows_per_s`` (its default when ``None``).
+    """
+    config = work / name
     config.write_text(
         "mirror:\n"
         "  audit:\n"
-        "    enabled: true\n"
+        f"    enabled: {'true' if enabled else 'false'}\n"
         f"    interval_s: {args.interval_s}\n"
         f"    tables: [public.{TABLE}]\n"
         "    source_url: ${env:AUDIT_SOAK_SOURCE_URL}\n"
         f"    tables_path: {tables}\n"
         f"    settle_s: {args.settle_s}\n"
+        + ("" if max_rows_per_s is None else f"    max_rows_per_s: {max_rows_per_s}\n")
     )
     return config
+
+
+def table_topic(values: dict[str, str]) -> str:
+    """The regex of the table's Debezium topic on the stack."""
+    return re.escape(values["topic_prefix"]) + rf"\.public\.{TABLE}"
+
+
+def start_service(  # noqa: PLR0913 - the run's shared state, passed down unchanged
+    values: dict[str, str],
+    fabric: FabricReplicatorDouble,
+    config: Path,
+    checkpoint: Path,
+    trigger: str,
+    log: Path,
+    *,
+    topics: str | None = None,
+) -> Connector:
+    """``python -m connector run`` on the stack's topic (or ``topics``), into the double's landing zone."""
+    run_args = ["--config", str(config), "--bootstrap-servers", values["bootstrap.servers"]]
+    run_args += ["--topics", topics or table_topic(values)]
+    run_args += ["--landing-zone", str(fabric.landing_zone), "--checkpoint", str(checkpoint)]
+    run_args += ["--trigger", trigger, "--metrics-port", "0"]
+    return start_connector(run_args, log, env={"AUDIT_SOAK_SOURCE_URL": values["postgres"]})
+
+
+def wait_for_clean_audit(connector: Connector, timeout_s: float = 900) -> bool:
+    """Wait until the service logs a clean audit of the table (the initial load mirrored in Fabric's table)."""
+    deadline = time.monotonic() + timeout_s
+    while "clean" not in judgements(connector.log_path):
+        if time.monotonic() > deadline or connector.process.poll() is not None:
+            print(f"no clean first audit (connector exit {connector.process.poll()}); see {connector.log_path}")
+            return False
+        time.sleep(1)
+    return True
+
+
+@contextlib.contextmanager
+def audit_stack(state_dir: Path, work: Path, rows: int, down: Sequence[str] = ("down",)) -> Iterator[dict[str, str]]:
+    """``stack.sh up`` with the table of ``rows`` rows (fresh ``state_dir`` and ``work``); ``down`` at the end.
+
+    The state dir is deleted afterwards unless ``SOAK_KEEP_STATE=1``.
+    """
+    for folder in (state_dir, work):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    state_dir.chmod(0o755)  # Postgres runs as another user when we are root
+    sql = state_dir / "init.sql"
+    sql.write_text(init_sql(rows), encoding="utf-8")
+    try:
+        yield finished(stack(state_dir, "up", "--schemas", "public", "--init-sql", str(sql)), "stack.sh up")
+    finally:
+        stack(state_dir, *down).communicate(timeout=600)
+        if os.environ.get("SOAK_KEEP_STATE") != "1":
+            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @dataclass
@@ -110,21 +179,13 @@ def judgements(log: Path) -> list[str]:
 def soak(args: argparse.Namespace, values: dict[str, str]) -> int:
     """Start the double and the connector, wait for a first clean audit, write for ``--minutes``, report."""
     fabric = FabricReplicatorDouble(args.work / "item", retention_s=60, interval_s=1).start()
-    topics = re.escape(values["topic_prefix"]) + rf"\.public\.{TABLE}"
     config = write_config(args.work, fabric.tables, args)
-    run_args = ["--config", str(config), "--bootstrap-servers", values["bootstrap.servers"], "--topics", topics]
-    run_args += ["--landing-zone", str(fabric.landing_zone), "--checkpoint", str(args.work / "cp")]
-    run_args += ["--trigger", args.trigger, "--metrics-port", "0"]
     log = args.work / "connector.log"
-    connector = start_connector(run_args, log, env={"AUDIT_SOAK_SOURCE_URL": values["postgres"]})
+    connector = start_service(values, fabric, config, args.work / "cp", args.trigger, log)
     writer = Writer(values["postgres"], args.rows, args.rate)
     try:
-        deadline = time.monotonic() + 900
-        while "clean" not in judgements(log):
-            if time.monotonic() > deadline or connector.process.poll() is not None:
-                print(f"no clean first audit (connector exit {connector.process.poll()}); see {log}")
-                return 2
-            time.sleep(1)
+        if not wait_for_clean_audit(connector):
+            return 2
         before = len(judgements(log))
         print(f"initial load mirrored and audited clean; writing {args.rate} changes/s for {args.minutes} min")
         thread = threading.Thread(target=writer.run, name="soak-writer", daemon=True)
@@ -180,19 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True, help="landing zone, double, checkpoint, connector log")
     args = parser.parse_args(argv)
     print(f"load average before: {loadavg()} (on a busy machine the figures mean little)")
-    for folder in (args.state_dir, args.work):
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-    args.state_dir.chmod(0o755)  # Postgres runs as another user when we are root
-    sql = args.state_dir / "init.sql"
-    sql.write_text(init_sql(args.rows), encoding="utf-8")
-    values = finished(stack(args.state_dir, "up", "--schemas", "public", "--init-sql", str(sql)), "stack.sh up")
-    try:
+    with audit_stack(args.state_dir, args.work, args.rows) as values:
         return soak(args, values)
-    finally:
-        stack(args.state_dir, "down").communicate(timeout=600)
-        if os.environ.get("SOAK_KEEP_STATE") != "1":
-            shutil.rmtree(args.state_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
