@@ -64,7 +64,7 @@ def test_debezium_killed_mid_snapshot_rebuilds_the_table_and_ends_exact(source: 
         run = subprocess.Popen(
             [sys.executable, "-m", "connector", "run", "--config", str(config),
              "--bootstrap-servers", values["bootstrap.servers"], "--topics", values["topics"],
-             "--landing-zone", str(landing), "--checkpoint", str(checkpoint), "--trigger", "2s", "--metrics-port", "0"],
+             "--landing-zone", str(landing), "--checkpoint", str(checkpoint), "--trigger", "1s", "--metrics-port", "0"],
             cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         time.sleep(20)  # changes while the connector publishes the initial load
@@ -77,7 +77,7 @@ def test_debezium_killed_mid_snapshot_rebuilds_the_table_and_ends_exact(source: 
             if result.returncode == 0:
                 break
             assert time.monotonic() < deadline, result.stdout[-4000:] + result.stderr[-2000:]
-            time.sleep(10)
+            time.sleep(3)
         for table in ("small_a", "small_b"):
             files = sorted((landing / f"{schema}.schema" / table).glob("*.parquet"))
             assert files and not any(_has_marker(f) for f in files), (table, files)
