@@ -227,7 +227,7 @@ def wait_until_mirror_equals_source(
         reports = verify(stack["postgres"], str(tmp / "lz"), ignore=ignore)
         if all(r.ok and r.source_rows == r.mirror_rows for r in reports):
             return
-        time.sleep(3)
+        time.sleep(1)
     pytest.fail("mirror != source:\n" + "\n".join(r.line() + "\n" + "\n".join(r.examples) for r in reports if not r.ok))
 
 
@@ -239,7 +239,7 @@ def wait_until_tables_exact(source_url: str, landing: Path, ids: list[str]) -> N
         if all(r.ok and r.source_rows == r.mirror_rows for r in reports) and len(reports) == len(ids):
             return
         assert time.monotonic() < deadline, "\n".join(r.line() + "\n" + "\n".join(r.examples) for r in reports)
-        time.sleep(3)
+        time.sleep(1)
 
 
 class BackgroundWriter(ABC):
