@@ -5,7 +5,7 @@ Run from the repository root (benchmarks are not part of the installed package):
     python -m benchmarks.bench convert [--events N] [--with-schema]
     python -m benchmarks.bench stream [--events N] [--partitions P] [--decode-on driver|executors] ...
     python -m benchmarks.bench tables [--tables N] [--partitions P] [--changes C] [--landing local|dfs] ...
-    python -m benchmarks.bench tables --trickle [--tables N] [--trickle-seconds 60] [--trigger 5s]
+    python -m benchmarks.bench tables --trickle [--tables N] [--trickle-seconds 40] [--trigger 5s]
     python -m benchmarks.bench freshness [--rate R] [--seconds S] [--trigger 10s]
 
 This machine is shared and noisy: ratios are stable, absolute times are not, so nothing here is a test.
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="stream/tables: a Kafka read option to measure (source.kafka_options), repeatable",
     )
     parser.add_argument("--tables", type=int, default=1000, help="tables: topics, one table each")
-    parser.add_argument("--changes", type=int, default=32, help="tables: events per table before the catch-up")
+    parser.add_argument("--changes", type=int, default=30, help="tables: events per table before the catch-up")
     parser.add_argument("--landing", choices=["local", "dfs"], default="local", help="tables: landing zone kind")
     parser.add_argument(
         "--request-ms", type=float, default=20.0, help="tables: latency the DFS double adds to every request"
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="tables: one service catches up, then one update per table arrives in bursts of 100-300 tables "
         "spread over --trickle-seconds; prints each batch and the fit batch time = fixed + marginal x tables",
     )
-    parser.add_argument("--trickle-seconds", type=float, default=60, help="tables --trickle: how long the updates take")
+    parser.add_argument("--trickle-seconds", type=float, default=40, help="tables --trickle: how long the updates take")
     parser.add_argument("--timeout", type=float, default=900, help="tables/freshness: give up on a run after this")
     parser.add_argument("--rate", type=float, default=2000, help="freshness: events per second produced")
     parser.add_argument("--seconds", type=float, default=60, help="freshness: how long the steady stream runs")

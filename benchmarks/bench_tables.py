@@ -361,7 +361,8 @@ def produce_trickle(  # noqa: PLR0913 - the run's shared state, passed down unch
     most), so a batch mostly sees one burst; tables are taken in a shuffled, seeded order.
     """
     order = list(topics)
-    random.Random(order_seed).shuffle(order)
+    rng = random.Random(order_seed)
+    rng.shuffle(order)
     bursts = trickle_bursts(len(order))
     slot = seconds / len(bursts)
     spread = min(BURST_SPREAD_S, slot / 4)
@@ -374,17 +375,21 @@ def produce_trickle(  # noqa: PLR0913 - the run's shared state, passed down unch
         for n, topic in enumerate(order[first : first + size]):
             time.sleep(max(0.0, burst_started + spread * n / size - time.monotonic()))
             table = expected.setdefault(topic.split(".", 1)[1], {})
-            version = table.get(0, -1) + 1
-            key, value = debezium_event(0, version, "c" if version == 0 else "u", int(time.time() * 1000))
-            send(prod, topic, 0, key, value)
-            table[0] = version
+            # A key of the table drawn at random, in the partition its key gives: each batch changes another set
+            # of partitions, most of them idle, as a source's updates do.
+            row_id = rng.choice(sorted(table)) if table else 0
+            version = table.get(row_id, -1) + 1
+            key, value = debezium_event(row_id, version, "c" if version == 0 else "u", int(time.time() * 1000))
+            send(prod, topic, row_id % partitions, key, value)
+            table[row_id] = version
             prod.poll(0)
         flush_delivered(prod)
         first += size
 
 
 def bench_trickle(args: argparse.Namespace) -> int:
-    """``--trickle``: one service catches up, then one update per table arrives in bursts over about a minute."""
+    """``--trickle``: one service catches up, then one update per table (a random key of it, so a different set of
+    partitions each batch) arrives in bursts over ``--trickle-seconds`` (40 by default)."""
     from benchmarks.cpu import cpu_model, load_average, settings_varied
 
     tables, partitions = args.tables, args.partitions

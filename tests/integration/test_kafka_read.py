@@ -162,3 +162,41 @@ def test_offsets_kafka_no_longer_holds_are_read_past_and_named(
     rows = list(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist(), strict=True))
     assert [o for p, o in rows if p == 0] == list(range(10))
     assert [o for p, o in rows if p == 1] == [6, 7, 8, 9]  # read on where the log starts now
+
+
+class _CountingConsumer(Consumer):
+    """A real consumer that counts its cluster listings (the worker's consumer, put in place by the test)."""
+
+    listings = 0
+
+    def list_topics(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.listings += 1
+        return super().list_topics(*args, **kwargs)
+
+
+def test_a_reused_consumer_lists_the_cluster_before_a_topic_new_to_it(
+    kafka_bootstrap: str, make_topic: Callable[..., str]
+) -> None:
+    """A topic the worker's consumer has not read is in its metadata cache before it is assigned.
+
+    librdkafka otherwise looks up a new topic's leader only on its once-a-second scan: each task holding a table
+    its consumer had not read waited about a second (``connector.collect.kafka_read._know_topics``).
+    """
+    from connector.collect import kafka_read
+
+    first = make_topic(f"it-known-{uuid.uuid4().hex[:10]}", 1)
+    _produce(kafka_bootstrap, first, 0, 3)
+    spec = _spec(kafka_bootstrap)
+    consumer = kafka_read._consumers[spec.options] = _CountingConsumer(dict(spec.options))
+    assert read_ranges(spec, [KafkaRange(first, 0, 0, 3)]).num_rows == 3
+    assert consumer.listings == 1
+    assert read_ranges(spec, [KafkaRange(first, 0, 1, 3)]).num_rows == 2
+    assert consumer.listings == 1  # a topic it listed already: no second request
+    second = make_topic(f"it-new-{uuid.uuid4().hex[:10]}", 2)
+    _produce(kafka_bootstrap, second, 1, 4)
+    table = read_ranges(spec, [KafkaRange(first, 0, 2, 3), KafkaRange(second, 1, 0, 4)])
+    assert consumer.listings == 2
+    assert sorted(zip(table.column("topic").to_pylist(), table.column("offset").to_pylist(), strict=True)) == [
+        (first, 2),
+        *[(second, offset) for offset in range(4)],
+    ]

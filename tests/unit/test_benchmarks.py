@@ -19,7 +19,7 @@ def test_target_dependent_defaults() -> None:
     from benchmarks.bench import parse_args
 
     tables = parse_args(["tables"])
-    assert (tables.tables, tables.partitions, tables.changes, tables.landing) == (1000, 2, 32, "local")
+    assert (tables.tables, tables.partitions, tables.changes, tables.landing) == (1000, 2, 30, "local")
     assert (tables.trigger, tables.request_ms, tables.publish_parallelism) == ("2s", 20.0, 16)
     stream = parse_args(["stream", "--spark-master", "spark://127.0.0.1:7077"])
     assert (stream.partitions, stream.spark_master, stream.decode_on) == (8, "spark://127.0.0.1:7077", "executors")
@@ -105,7 +105,7 @@ def test_trickle_defaults_and_flags() -> None:
     from benchmarks.bench import parse_args
 
     trickle = parse_args(["tables", "--trickle"])
-    assert (trickle.trickle, trickle.trigger, trickle.trickle_seconds, trickle.tables) == (True, "5s", 60.0, 1000)
+    assert (trickle.trickle, trickle.trigger, trickle.trickle_seconds, trickle.tables) == (True, "5s", 40.0, 1000)
     assert parse_args(["tables", "--trickle", "--trigger", "1s"]).trigger == "1s"
     assert parse_args(["tables"]).trickle is False
     with pytest.raises(SystemExit):
