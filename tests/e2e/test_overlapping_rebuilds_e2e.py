@@ -1,10 +1,11 @@
 """Three schema changes within a minute on one table (issue 42 (f)): its rebuilds overlap, the mirror ends whole.
 
-ADD COLUMN … DEFAULT (a refresh), DROP COLUMN (a rebuild) and a type change (a rebuild) land 10 s apart on a table
-of 3000 rows (30 snapshot chunks at the stack's chunk size of 100), while ``run`` mirrors it with default settings
-(``rebuild.wait_s`` 3: no Fabric status here). Each request finds the previous snapshot in flight: the connector
-stops it (``stop-snapshot``) and asks again, and the table is ``running`` only once Debezium reported the last
-snapshot COMPLETED; ``verify`` then finds every row.
+ADD COLUMN … DEFAULT (a refresh), DROP COLUMN (a rebuild) and a type change (a rebuild) land on a table of 10,000
+rows (100 snapshot chunks at the stack's chunk size of 100), each as soon as the connector asked Debezium for the
+previous one's snapshot, while ``run`` mirrors it with default settings (``rebuild.wait_s`` 1: no Fabric status
+here). Each request finds the previous snapshot in flight (it reads for several seconds; the next change is seen
+within a trigger and ``wait_s``): the connector stops it (``stop-snapshot``) and asks again, and the table is
+``running`` only once Debezium reported the last snapshot COMPLETED; ``verify`` then finds every row.
 """
 
 from __future__ import annotations
@@ -23,15 +24,24 @@ from tests.e2e.test_rebuild_e2e import Connector, wait_until_tables_exact
 
 pytestmark = pytest.mark.e2e
 
-ROWS = 3000
+ROWS = 10_000
 TABLE = "ov_orders"
 TID = f"public.{TABLE}"
-GAP_S = 10.0  # between the schema changes: each finds the previous snapshot reading the table
+ASK = rf"table {re.escape(TID)}: asked Debezium .* \(signal (\w+)\)"
+ASK_TIMEOUT_S = 120.0
+
+
+def wait_for_ask(connector: Connector, count: int) -> None:
+    """Until the connector has asked Debezium for ``count`` snapshots of the table (its log says so)."""
+    deadline = time.monotonic() + ASK_TIMEOUT_S
+    while len(re.findall(ASK, connector.log())) < count:
+        assert time.monotonic() < deadline, f"no snapshot request #{count}: " + connector.log()[-4000:]
+        time.sleep(0.2)
 
 
 def test_three_schema_changes_within_a_minute_end_with_every_row(shared_stack: dict[str, str], tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
-    config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")
+    config.write_text("mirror:\n  rebuild:\n    wait_s: 1\n")
     connector = Connector(shared_stack, tmp_path, config, rf"{shared_stack['topic_prefix']}\.public\.{TABLE}")
     try:
         with psycopg.connect(shared_stack["postgres"], autocommit=True) as conn:
@@ -39,15 +49,18 @@ def test_three_schema_changes_within_a_minute_end_with_every_row(shared_stack: d
             conn.execute(f"INSERT INTO {TID} SELECT g, g, 'n' || g, 'l' || g FROM generate_series(1, {ROWS}) g")
             connector.start()
             connector.wait_for("initial rows", lambda t: t.rows_published >= ROWS, TID)
-            for ddl in (
-                f"ALTER TABLE {TID} ADD COLUMN region text NOT NULL DEFAULT 'EU'",
-                f"ALTER TABLE {TID} DROP COLUMN legacy",
-                f"ALTER TABLE {TID} ALTER COLUMN qty TYPE bigint",
+            for asked, ddl in enumerate(
+                (
+                    f"ALTER TABLE {TID} ADD COLUMN region text NOT NULL DEFAULT 'EU'",
+                    f"ALTER TABLE {TID} DROP COLUMN legacy",
+                    f"ALTER TABLE {TID} ALTER COLUMN qty TYPE bigint",
+                ),
+                start=1,
             ):
                 conn.execute(ddl)
                 # Postgres sends no DDL event: the next change shows the new shape.
                 conn.execute(f"UPDATE {TID} SET note = 'changed' WHERE id <= 3")
-                time.sleep(GAP_S)
+                wait_for_ask(connector, asked)  # its snapshot begins: the next change lands while it reads
             conn.execute(f"UPDATE {TID} SET qty = qty + 5000000000 WHERE id <= 5")
         done = connector.wait_for(
             "the last snapshot completed",
@@ -60,7 +73,7 @@ def test_three_schema_changes_within_a_minute_end_with_every_row(shared_stack: d
     finally:
         connector.kill_if_running()
     log = connector.log()
-    asked = re.findall(rf"table {re.escape(TID)}: asked Debezium .* \(signal (\w+)\)", log)
+    asked = re.findall(ASK, log)
     assert len(asked) >= 3, log[-4000:]  # the refresh, the two rebuilds (and any retry)
     # Running only once the snapshot asked for last completed (not an earlier one, cut short by the next request).
     track = done.lifecycle.snapshot
