@@ -35,6 +35,7 @@ from connector.config import load_settings
 from connector.operate.metrics import HealthState
 from connector.sink import MirrorSink
 from connector.storage import LocalStorage
+from connector.stream.worker_warmup import warm_workers
 
 _KAFKA_SH = Path(__file__).resolve().parents[1] / "deploy" / "local" / "kafka.sh"
 
@@ -259,6 +260,8 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
             )
             driver_cpu0 = cpu_seconds()
             started = time.perf_counter()
+            if settings.spark.decode_on == "executors":  # as ``run`` does; the workers' CPU counts from zero
+                warm_workers(spark, kafka_read_spec(settings)[0])
             query.start().awaitTermination()
             writer.close()  # the last batch may still be published behind
             finished = time.perf_counter()

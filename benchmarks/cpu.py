@@ -33,6 +33,7 @@ class ExecutorCpu:
         self.app_id = app_id
         self.first: dict[int, float] = {}
         self.last: dict[int, float] = {}
+        self.sampled = False
         self.source = (
             "/proc: the local JVM (driver and executors in one) + its Python workers"
             if local_jvm
@@ -54,9 +55,12 @@ class ExecutorCpu:
         return found
 
     def sample(self) -> None:
+        """Read every process's CPU; the first call sets the start. A process born after it counts from zero: the
+        Python workers forked during the first batch used CPU before any later reading saw them."""
+        started, self.sampled = self.sampled, True
         for pid in process_tree(self.roots()):
             used = cpu_seconds(pid)
-            self.first.setdefault(pid, used)
+            self.first.setdefault(pid, 0.0 if started else used)
             self.last[pid] = max(used, self.last.get(pid, 0.0))
 
     def total(self) -> float:

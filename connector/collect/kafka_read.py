@@ -328,6 +328,11 @@ def _consumer(options: tuple[tuple[str, str], ...]) -> Consumer:
     return consumer
 
 
+def warm_consumer(spec: KafkaReadSpec) -> None:
+    """Create this worker's consumer for ``spec`` and fill its metadata cache, before any range is read."""
+    _know_topics(_consumer(spec.options), set())
+
+
 def close_consumers() -> None:
     """Close this process's consumers (a worker's end, or a test's broker going away)."""
     _listed.clear()

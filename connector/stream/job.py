@@ -33,6 +33,7 @@ from connector.stream.source import kafka_read_spec, stream
 from connector.stream.spark_log import write_to_debug_log
 from connector.stream.spark_session import QUERY_STOP_TIMEOUT_S, spark_session
 from connector.stream.start_up import StartedJob, start_up
+from connector.stream.worker_warmup import warm_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -119,6 +120,8 @@ def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRec
         spark.stop()
         return _stopped_before_query(graceful)
     batch_writer = _batch_writer(started, graceful)
+    if settings.spark.decode_on == "executors":
+        warm_workers(spark, kafka_read_spec(settings)[0])  # beside the query's start, for its first batch
     query = _start_query(spark, settings, graceful.gate(batch_writer, on_refuse=_quiet_query_errors))
     status.running()
     health.set(True, "running")

@@ -58,7 +58,7 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
         for k, v in settings.spark.conf.items()
         if has_secret_reference(v) or (k.startswith("spark.hadoop.") and is_secret_setting(k, v))
     }
-    for key, value in {**jvm_options(settings), **settings.spark.conf}.items():
+    for key, value in {**jvm_options(settings), **_python_daemon(settings), **settings.spark.conf}.items():
         if key not in secret_conf:
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -69,6 +69,15 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
     for key, value in secret_conf.items():
         spark.conf.set(key, resolve_secret_references(value, f"spark.conf.{key}"))
     return spark
+
+
+#: ``connector.stream.python_daemon``, named here so that the driver need not import what the daemon imports.
+PYTHON_DAEMON_MODULE = "connector.stream.python_daemon"
+
+
+def _python_daemon(settings: ConnectorSettings) -> dict[str, str]:
+    """The connector's worker daemon when the executors collect the batches (their workers import the connector)."""
+    return {"spark.python.daemon.module": PYTHON_DAEMON_MODULE} if settings.spark.decode_on == "executors" else {}
 
 
 def _route_spark_log(spark: SparkSession, settings: ConnectorSettings) -> None:

@@ -252,3 +252,25 @@ def test_later_batches_cpu_leaves_the_first_batch_out(capsys: pytest.CaptureFixt
     assert _print_later_cpu(batches, 9.0, groups, 300_000, 100_000) == pytest.approx(20.0)
     assert "by JVM thread: Executor task l 5.00, C2 CompilerThre 2.50" in capsys.readouterr().out
     assert math.isnan(_print_later_cpu(batches[:1], 5.0, groups, 100_000, 100_000))
+
+
+def test_executor_cpu_counts_a_process_born_after_the_start_from_zero() -> None:
+    """A Python worker forked during the first batch is first seen after it: its CPU until then still counts."""
+    import os
+    import subprocess
+    import sys
+
+    from benchmarks.cpu import ExecutorCpu
+
+    cpu = ExecutorCpu(os.getpid(), "no-app")
+    cpu.sample()
+    burn = "import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\nprint(flush=True)\n"
+    child = subprocess.Popen([sys.executable, "-c", burn + "time.sleep(60)"], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None
+        child.stdout.readline()  # it has used its 0.3 CPU-s, before the next reading sees it at all
+        cpu.sample()
+    finally:
+        child.kill()
+        child.wait()
+    assert cpu.total() >= 0.25, (cpu.first, cpu.last)

@@ -1,0 +1,21 @@
+"""PySpark's worker daemon (``spark.python.daemon.module``) with the connector imported before it forks workers.
+
+PySpark's own daemon forks a bare worker per concurrent task, and each worker then imports pyspark's worker,
+pyarrow, librdkafka's client and the connector by itself: about 0.8 CPU-s per worker, paid in a query's first
+batch. Imported once here, in the daemon, every forked worker starts with them (copy-on-write pages), and the
+daemon's start-up objects are frozen out of the workers' garbage collections (``gc.freeze``, as
+``connector.stream.python_worker`` does in a worker). Nothing here starts a thread: forking stays safe.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import pyspark.worker  # noqa: F401 - what each forked worker runs
+from pyspark import daemon
+
+import connector.stream.slices  # noqa: F401 - the batch tasks' functions and everything they import
+
+if __name__ == "__main__":
+    gc.freeze()
+    daemon.manager()
