@@ -62,6 +62,9 @@ TESTS_ROOT = Path(__file__).resolve().parent
 TEST_JVM_OPTIONS = {
     "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "LOCAL_JAVA_OPTS": "-XX:TieredStopAtLevel=1",
+    # Every ``run`` the suite starts moves rebuilds on every second (5 s by default): a quiet table's rebuild waits
+    # a tick at each of its steps, and the suite's end-to-end tests rebuild a few dozen tables.
+    "CONNECTOR_MIRROR__REBUILD__CHECK_INTERVAL_S": "1",
 }
 
 

@@ -68,6 +68,13 @@ class RebuildSettings(FrozenModel):
         description="After deleting a table's folder, how long to wait before recreating it when Fabric's status "
         "is not configured or not readable (with a readable status: until Fabric reports the table gone).",
     )
+    check_interval_s: float = Field(
+        5.0,
+        ge=0.2,
+        description="How often, between batches, rebuilds are moved on and Debezium's snapshot notifications read "
+        "(a quiet table's rebuild otherwise waits for its next change); each look lists the checkpoint's rebuild "
+        "requests.",
+    )
     signal_topic: str | None = Field(
         None,
         description="Debezium's Kafka signal topic (its signal.kafka.topic); default '<topic prefix>-signal'.",

@@ -42,9 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# How often rebuilds waiting for Fabric (or mirror.rebuild.wait_s) are looked at between batches.
-REBUILD_TICK_S = 5.0
-
 
 def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False) -> int:
     """Run the service until stopped (or, with ``available-now``, until caught up).
@@ -130,7 +127,7 @@ def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRec
         broker_check = BrokerCheck(settings.source, health, settings.metrics.broker_check_s).start()
     if fabric_status is not None:
         fabric_status.start()
-    rebuilds = RebuildTicker(sink, REBUILD_TICK_S).start()
+    rebuilds = RebuildTicker(sink, settings.mirror.rebuild.check_interval_s).start()
     if audit is not None:
         audit.start()
     try:

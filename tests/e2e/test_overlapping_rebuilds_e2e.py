@@ -1,11 +1,12 @@
 """Three schema changes within a minute on one table (issue 42 (f)): its rebuilds overlap, the mirror ends whole.
 
-ADD COLUMN … DEFAULT (a refresh), DROP COLUMN (a rebuild) and a type change (a rebuild) land on a table of 10,000
-rows (100 snapshot chunks at the stack's chunk size of 100), each as soon as the connector asked Debezium for the
-previous one's snapshot, while ``run`` mirrors it with default settings (``rebuild.wait_s`` 1: no Fabric status
-here). Each request finds the previous snapshot in flight (it reads for several seconds; the next change is seen
-within a trigger and ``wait_s``): the connector stops it (``stop-snapshot``) and asks again, and the table is
-``running`` only once Debezium reported the last snapshot COMPLETED; ``verify`` then finds every row.
+ADD COLUMN … DEFAULT (a refresh), DROP COLUMN (a rebuild) and a type change (a rebuild) land on a table of 20,000
+rows (200 snapshot chunks at the stack's chunk size of 100: 10 s of reading or more, where 100 chunks could end
+before the next change was seen), each as soon as the connector asked Debezium for the previous one's snapshot,
+while ``run`` mirrors it with default settings (``rebuild.wait_s`` 1: no Fabric status here). The drop finds the
+refresh's snapshot in flight (the change is seen within a trigger and ``wait_s``): the connector stops it
+(``stop-snapshot``) and asks again, and the table is ``running`` only once Debezium reported the last snapshot
+COMPLETED; ``verify`` then finds every row.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tests.e2e.test_rebuild_e2e import Connector, wait_until_tables_exact
 
 pytestmark = pytest.mark.e2e
 
-ROWS = 10_000
+ROWS = 20_000
 TABLE = "ov_orders"
 TID = f"public.{TABLE}"
 ASK = rf"table {re.escape(TID)}: asked Debezium .* \(signal (\w+)\)"
@@ -57,10 +58,11 @@ def test_three_schema_changes_within_a_minute_end_with_every_row(shared_stack: d
                 ),
                 start=1,
             ):
+                if asked > 1:
+                    wait_for_ask(connector, asked - 1)  # its snapshot begins: this change lands while it reads
                 conn.execute(ddl)
                 # Postgres sends no DDL event: the next change shows the new shape.
                 conn.execute(f"UPDATE {TID} SET note = 'changed' WHERE id <= 3")
-                wait_for_ask(connector, asked)  # its snapshot begins: the next change lands while it reads
             conn.execute(f"UPDATE {TID} SET qty = qty + 5000000000 WHERE id <= 5")
         done = connector.wait_for(
             "the last snapshot completed",
