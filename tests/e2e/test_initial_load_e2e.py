@@ -67,7 +67,7 @@ def test_debezium_killed_mid_snapshot_rebuilds_the_table_and_ends_exact(source: 
              "--landing-zone", str(landing), "--checkpoint", str(checkpoint), "--trigger", "1s", "--metrics-port", "0"],
             cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-        time.sleep(20)  # changes while the connector publishes the initial load
+        time.sleep(12)  # changes while the connector starts and publishes the initial load (its JVM starts in ~7 s)
         changer.stop_event.set()
         assert not changer.errors, changer.errors
         deadline = time.monotonic() + VERIFY_TIMEOUT_S
