@@ -47,7 +47,7 @@ from typing import Any
 import pytest
 
 from tests.e2e import workload
-from tests.e2e.mirror_source import MirrorSource, mariadb_source, postgres_source
+from tests.e2e.mirror_source import MirrorSource, connect_mariadb, mariadb_source, postgres_source
 from tests.e2e.stack_teardown import STACK_SH, down_command, keep_state
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -345,21 +345,7 @@ def mariadb(mariadb_stack: dict[str, str]) -> Iterator[Any]:
 
     A module may override ``mariadb_stack`` (``test_mariadb_avro_e2e`` does, with ``mariadb_avro_stack``).
     """
-    import pymysql  # type: ignore[import-untyped]
-
-    from connector.readback.database_mysql import MySqlSource
-
-    source = MySqlSource.from_url(mariadb_stack["mariadb"])
-    conn = pymysql.connect(
-        host=source.host,
-        port=source.port,
-        user=source.user,
-        password=source.password,
-        database=source.database,
-        charset="utf8mb4",
-        init_command="SET time_zone = '+00:00'",
-        autocommit=True,
-    )
+    conn = connect_mariadb(mariadb_stack["mariadb"])
     try:
         yield conn
     finally:

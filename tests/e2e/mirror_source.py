@@ -177,3 +177,22 @@ def kill_while_streaming(
                 process.wait(timeout=120)
             assert alive, log_path.read_text()[-3000:]  # killed while running, not after a crash
     return kills
+
+
+def connect_mariadb(url: str) -> Any:
+    """An autocommit PyMySQL connection to the MariaDB database at ``url`` (a stack's ``mariadb`` value), in UTC."""
+    import pymysql  # type: ignore[import-untyped]
+
+    from connector.readback.database_mysql import MySqlSource
+
+    source = MySqlSource.from_url(url)
+    return pymysql.connect(
+        host=source.host,
+        port=source.port,
+        user=source.user,
+        password=source.password,
+        database=source.database,
+        charset="utf8mb4",
+        init_command="SET time_zone = '+00:00'",
+        autocommit=True,
+    )

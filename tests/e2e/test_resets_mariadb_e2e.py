@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from connector.publish.lifecycle import Phase
-from connector.readback.database_mysql import MySqlSource
 from tests.e2e.conftest import MARIADB_KEYS, _stack_up, _state_dir
+from tests.e2e.mirror_source import connect_mariadb
 from tests.e2e.test_rebuild_e2e import WAIT_S, Connector, wait_until_tables_exact
+from tests.e2e.test_resets_e2e import lines_with, wait_rebuilt
 
 pytestmark = pytest.mark.e2e
 
@@ -62,20 +62,6 @@ def failed_task_trace(stack: dict[str, str]) -> str:
             return str(tasks[0].get("trace", ""))
         assert time.monotonic() < deadline, f"the task did not fail: {tasks}"
         time.sleep(0.5)
-
-
-def mariadb_conn(stack: dict[str, str]) -> Any:
-    import pymysql  # type: ignore[import-untyped]
-
-    source = MySqlSource.from_url(stack["mariadb"])
-    return pymysql.connect(
-        host=source.host,
-        port=source.port,
-        user=source.user,
-        password=source.password,
-        database=source.database,
-        autocommit=True,
-    )
 
 
 def binlog_readers(conn: Any) -> int:
@@ -112,24 +98,6 @@ def reset_stack() -> Iterator[dict[str, str]]:
         config = connect_call(values, "GET", "/config")
         connect_call(values, "PUT", "/config", {**config, "snapshot.mode": "when_needed"})  # restarts the task
         yield values
-
-
-def lines_with(connector: Connector, tid: str, text: str) -> list[str]:
-    return [line for line in connector.log().splitlines() if f"table {tid}: " in line and text in line]
-
-
-def wait_rebuilt(connector: Connector, tid: str, since: float) -> None:
-    """Until ``tid``'s new-snapshot line is logged and the table, rebuilt after ``since`` (epoch s), runs again."""
-    deadline = time.monotonic() + WAIT_S
-    while not lines_with(connector, tid, NEW_SNAPSHOT):
-        assert connector.process is not None and connector.process.poll() is None, connector.log()[-4000:]
-        assert time.monotonic() < deadline, f"{tid}: no line with {NEW_SNAPSHOT!r}\n{connector.log()[-4000:]}"
-        time.sleep(0.5)
-    connector.wait_for(
-        "the rebuilt table running",
-        lambda t: t.lifecycle.phase is Phase.RUNNING and (t.lifecycle.last_rebuild_at or 0) >= since,
-        tid,
-    )
 
 
 def purge_binlog(conn: Any) -> list[str]:
@@ -169,7 +137,7 @@ def test_a_purged_binlog_and_debeziums_new_snapshot_rebuild_every_table_exact(
     config = tmp_path / "config.yaml"
     config.write_text("mirror:\n  rebuild:\n    wait_s: 1\n")  # every other setting its default
     connector = Connector(reset_stack, tmp_path, config)
-    conn = mariadb_conn(reset_stack)
+    conn = connect_mariadb(reset_stack["mariadb"])
     try:
         connector.start()
         with conn.cursor() as cursor:  # streamed changes: both tables are past their initial load
@@ -191,7 +159,7 @@ def test_a_purged_binlog_and_debeziums_new_snapshot_rebuild_every_table_exact(
         connect_call(reset_stack, "DELETE", "/offsets")
         connect_call(reset_stack, "PUT", "/resume")
         for tid in IDS:
-            wait_rebuilt(connector, tid, since)
+            wait_rebuilt(connector, tid, NEW_SNAPSHOT, since)
         wait_until_tables_exact(reset_stack["mariadb"], tmp_path / "lz", IDS)
         for tid in IDS:
             lines = lines_with(connector, tid, NEW_SNAPSHOT)
