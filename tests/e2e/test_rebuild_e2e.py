@@ -356,7 +356,8 @@ def test_manual_rebuild_survives_kill_9_while_waiting_and_during_the_snapshot(
     # Every table but the other test's: under `stay`, its type change would leave it stopped here (and differ).
     topics = r"dbserver1\.public\.(?!rb_auto|sc_).*"
     # type_changed: stop: the type change stops the table, as before type changes were rebuilt by default.
-    config = write_config(tmp_path, automatic=False, wait_s=20, type_changed="stop")
+    # wait_s: the kill lands within a second of the wait's start (asserted below); the restart resumes the rest.
+    config = write_config(tmp_path, automatic=False, wait_s=8, type_changed="stop")
     connector = Connector(stack, tmp_path, config, topics)
     rng = random.Random(11)
     try:
@@ -373,6 +374,7 @@ def test_manual_rebuild_survives_kill_9_while_waiting_and_during_the_snapshot(
             connector.wait_for("folder deletion", lambda t: t.lifecycle.phase == "waiting-for-fabric", table_id)
             assert not (tmp_path / "lz" / "public.schema" / table).exists()
             assert connector.stop(signal.SIGKILL) == -signal.SIGKILL  # killed in the middle of the rebuild
+            assert connector.table(table_id).lifecycle.phase == Phase.WAITING  # type: ignore[union-attr]  # still waiting
             write_some(conn, rng, table, other, 100)
 
             before = now_ms()
