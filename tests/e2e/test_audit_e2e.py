@@ -21,8 +21,10 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -36,6 +38,7 @@ from tests.support.kafka import REPO_ROOT, run_connector
 pytestmark = pytest.mark.e2e
 
 TABLE = "au_items"
+TICKER = "au_ticker"
 REF = TableRef("public", TABLE)
 ROWS = 300
 SENTINEL = 1_000_000
@@ -44,10 +47,41 @@ WAIT_S = 240  # a bound on waits for real components, never an assertion on time
 AUDIT_LINE = re.compile(rf"audit {re.escape(REF.id)}: (clean|\d+ differences[^\n]*-> (\w+))")
 
 
+@contextmanager
+def ticking(url: str) -> Iterator[None]:
+    """A change to another table every 0.3 s while the connector runs: Debezium confirms a position to its slot
+    with its next change (or its 10 s heartbeat), so each round's lag gate opens in about a second, not ten."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def tick() -> None:
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                while not stop.wait(0.3):
+                    conn.execute(f"UPDATE public.{TICKER} SET n = n + 1")
+        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread
+            errors.append(exc)
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS public.{TICKER}")
+        conn.execute(f"CREATE TABLE public.{TICKER} (id int PRIMARY KEY, n int)")
+        conn.execute(f"INSERT INTO public.{TICKER} VALUES (1, 0)")
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS public.{TICKER}")
+    assert not errors, errors
+
+
 def write_config(tmp: Path, tables: Path) -> Path:
-    # settle_s bounds a round's wait for Debezium's slot to confirm its position (a few seconds on shared_stack,
-    # which commits offsets every second) and Fabric (the double) to apply: a round that began while the double was
-    # stopped (fault 3) waits all of it and judges nothing.
+    # settle_s bounds a round's wait for Debezium's slot to confirm its position (a second or two with `ticking` on
+    # shared_stack, which commits offsets every second) and Fabric (the double) to apply: a round that began while
+    # the double was stopped (fault 3) waits all of it and judges nothing (a round out of time judges nothing too).
     config = tmp / "config.yaml"
     config.write_text(
         "mirror:\n"
@@ -59,7 +93,7 @@ def write_config(tmp: Path, tables: Path) -> Path:
         f"    tables: [{REF.id}]\n"
         "    source_url: ${env:AUDIT_E2E_SOURCE_URL}\n"
         f"    tables_path: {tables}\n"
-        "    settle_s: 12\n"
+        "    settle_s: 5\n"
     )
     return config
 
@@ -181,24 +215,25 @@ def test_the_audit_finds_and_repairs_what_nothing_else_caught(shared_stack: dict
         conn.execute(f"INSERT INTO public.{TABLE} SELECT g, 'item ' || g, g FROM generate_series(1, {ROWS}) g")
         conn.execute(f"INSERT INTO public.{TABLE} VALUES ({SENTINEL}, 'last', 0)")
         fabric = FabricReplicatorDouble(tmp_path / "item", retention_s=30, interval_s=0.5).start()
-        run = Run(shared_stack, tmp_path, fabric)
-        try:
-            wait_until("the double to hold the last row", lambda: SENTINEL in held(fabric), run)
-            wait_until("a clean audit", lambda: ("clean", "") in run.judged(0), run)
-            assert not any(repair for _line, repair in run.judged(0)), "a difference before any fault"
-            tamper_with_fabrics_table(fabric, run)
-            delete_behind_kafkas_back(conn, fabric, run)
-            lose_a_file_before_fabric_took_it(conn, fabric, run)
-        finally:
-            run.stop()
-            fabric.stop()
-        assert not fabric.stopped and not fabric.errors, (fabric.stopped, fabric.errors)
+        with ticking(shared_stack["postgres"]):
+            run = Run(shared_stack, tmp_path, fabric)
+            try:
+                wait_until("the double to hold the last row", lambda: SENTINEL in held(fabric), run)
+                wait_until("a clean audit", lambda: ("clean", "") in run.judged(0), run)
+                assert not any(repair for _line, repair in run.judged(0)), "a difference before any fault"
+                tamper_with_fabrics_table(fabric, run)
+                delete_behind_kafkas_back(conn, fabric, run)
+                lose_a_file_before_fabric_took_it(conn, fabric, run)
+            finally:
+                run.stop()
+                fabric.stop()
+            assert not fabric.stopped and not fabric.errors, (fabric.stopped, fabric.errors)
 
-        exact = run_connector(
-            "verify",
-            *("--source", shared_stack["postgres"], "--landing-zone", str(fabric.landing_zone)),
-            *("--tables-path", str(fabric.tables), "--tables", REF.id, "--settle-s", "60"),
-        )
+            exact = run_connector(
+                "verify",
+                *("--source", shared_stack["postgres"], "--landing-zone", str(fabric.landing_zone)),
+                *("--tables-path", str(fabric.tables), "--tables", REF.id, "--settle-s", "60"),
+            )
         assert exact.returncode == 0, exact.stdout + exact.stderr
         expected = ROWS - 1 + 1
         assert f"{REF.id}: source={expected} mirror={expected} matching={expected} missing=0" in exact.stdout
