@@ -250,6 +250,8 @@ def start_driver(kube: KubeApi, namespace: str, kafka: str, work: Path, auth_key
             "spark.driver.port": str(free_port()),
             "spark.driver.blockManager.port": str(free_port()),
             "spark.driver.memory": "1g",
+            # No kubelet runs the executors: Spark's start-up would wait 30 s (its Kubernetes default) for them.
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "1s",
         }
     )
     config["source"]["bootstrap_servers"] = kafka
