@@ -310,7 +310,7 @@ def wait_for_snapshot(notifications: Notifications, since_ms: int, table: str) -
 def test_type_change_is_rebuilt_automatically_while_other_tables_stream(stack: dict[str, str], tmp_path: Path) -> None:
     table, other = "rb_auto", "rb_auto_other"
     notifications = Notifications(stack)
-    connector = Connector(stack, tmp_path, write_config(tmp_path, automatic=True, wait_s=3))
+    connector = Connector(stack, tmp_path, write_config(tmp_path, automatic=True, wait_s=1))
     try:
         with psycopg.connect(stack["postgres"], autocommit=True) as conn:
             create_tables(conn, table, other)
@@ -463,7 +463,7 @@ def test_schema_changes_mirror_exactly_with_default_settings_and_a_kill_9(
     SIGKILLed once while they heal; verify (whole tables, column sets included) then finds every table exact."""
     ids = [f"public.{t}" for t in SCHEMA_CHANGE_TABLES]
     config = tmp_path / "config.yaml"
-    config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")  # no Fabric status here: wait 3 s, not 300
+    config.write_text("mirror:\n  rebuild:\n    wait_s: 1\n")  # no Fabric status here: wait 1 s, not 300
     connector = Connector(stack, tmp_path, config, r"dbserver1\.public\.sc_.*")
     rng = random.Random(36)
     try:
@@ -513,9 +513,9 @@ DATA_LOSS_TABLES = ("dl_lost", "dl_kept", "dl_kept2")
 def mirrored_then_stopped(
     stack: dict[str, str], tmp_path: Path, conn: psycopg.Connection[Any], ids: list[str], topics: str
 ) -> Connector:
-    """Tables ``ids`` of 200 rows, mirrored by a connector (``rebuild.wait_s`` 3) that is then stopped gracefully."""
+    """Tables ``ids`` of 200 rows, mirrored by a connector (``rebuild.wait_s`` 1) that is then stopped gracefully."""
     config = tmp_path / "config.yaml"
-    config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")
+    config.write_text("mirror:\n  rebuild:\n    wait_s: 1\n")
     connector = Connector(stack, tmp_path, config, topics)
     for tid in ids:
         conn.execute(f"CREATE TABLE {tid} (id int PRIMARY KEY, v text)")

@@ -65,7 +65,7 @@ def test_mariadb_type_change_is_rebuilt_through_an_incremental_snapshot(
     prefix = mariadb_stack["topic_prefix"]
     topics = rf"{prefix}\.mirror\.({TABLE}|{OTHER})"
     notifications = Notifications(mariadb_stack)
-    connector = Connector(mariadb_stack, tmp_path, write_config(tmp_path, automatic=True, wait_s=3), topics)
+    connector = Connector(mariadb_stack, tmp_path, write_config(tmp_path, automatic=True, wait_s=1), topics)
     rng = random.Random(3)
     try:
         connector.start()
@@ -159,7 +159,7 @@ def test_mariadb_schema_changes_mirror_exactly_with_default_settings_and_a_kill_
     ids = [f"mirror.{t}" for t in SC_TABLES]
     prefix = mariadb_stack["topic_prefix"]
     config = tmp_path / "config.yaml"
-    config.write_text("mirror:\n  rebuild:\n    wait_s: 3\n")  # no Fabric status here: wait 3 s, not 300
+    config.write_text("mirror:\n  rebuild:\n    wait_s: 1\n")  # no Fabric status here: wait 1 s, not 300
     # The tables' topics, and the schema change topic (named by the topic prefix), as the stack's topics regex has;
     # anchored, since Spark's subscribePattern finds a pattern anywhere in a topic's name.
     connector = Connector(mariadb_stack, tmp_path, config, rf"^{prefix}(\.mirror\.sc_.*)?$")
