@@ -198,7 +198,7 @@ def up_killed_mid_snapshot(state_dir: Path, source: str, kill_after: int = 60_00
     changer = Changer(sql_executor(source, db_url_from_state(state_dir, source)))
     thread = threading.Thread(target=changer.run, daemon=True)
     thread.start()
-    time.sleep(3)  # changes while Debezium is down
+    time.sleep(1)  # changes while Debezium is down (they go on through Connect's restart below as well)
     result = _stack(state_dir, "up", *source_args)
     if result.returncode != 0:
         changer.stop_event.set()
