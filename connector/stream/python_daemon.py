@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import gc
 
+import confluent_kafka.admin  # noqa: F401 - a consumer's first topic listing imports it (``kafka_read._know_topics``)
+import pandas  # noqa: F401 - pyarrow imports it on a worker's first ``pa.array`` of Python values (0.3 CPU-s each)
 import pyspark.worker  # noqa: F401 - what each forked worker runs
 from pyspark import daemon
 

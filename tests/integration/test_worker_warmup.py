@@ -31,7 +31,9 @@ def test_workers_start_with_the_connector_imported_and_a_warmed_consumer(kafka_b
     def imported(_task: int) -> bool:
         import sys
 
-        return "connector.stream.slices" in sys.modules
+        # pandas: pyarrow imports it on the first ``pa.array`` of Python values, as every read's record columns are.
+        wanted = ("connector.stream.slices", "pandas", "confluent_kafka.admin")
+        return all(name in sys.modules for name in wanted)
 
     def consumer_ready(_task: int) -> bool:
         from connector.collect import kafka_read
