@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-import pymysql  # type: ignore[import-untyped]
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from connector.readback.database_mysql import MySqlSource
+from tests.e2e.mirror_source import connect_mariadb
 from tests.support.debezium import execute_snapshot_signal, notification
 
 pytestmark = pytest.mark.e2e
@@ -74,18 +74,11 @@ def mariadb_source(stack: dict[str, str]) -> Source:
     url = MySqlSource.from_url(stack["mariadb"])
     assert url.database, stack["mariadb"]
 
-    def connect() -> Any:
-        return pymysql.connect(
-            host=url.host,
-            port=url.port,
-            user=url.user,
-            password=url.password,
-            database=url.database,
-            charset="utf8mb4",
-            autocommit=True,
-        )
-
-    return Source(connect=connect, schema=url.database, insert_ignore=f"INSERT IGNORE INTO {TABLE} VALUES (%s, %s, %s)")
+    return Source(
+        connect=lambda: connect_mariadb(stack["mariadb"]),
+        schema=url.database,
+        insert_ignore=f"INSERT IGNORE INTO {TABLE} VALUES (%s, %s, %s)",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- kafka helpers
