@@ -4,19 +4,25 @@ PySpark's own daemon forks a bare worker per concurrent task, and each worker th
 pyarrow, librdkafka's client and the connector by itself: about 0.8 CPU-s per worker, paid in a query's first
 batch. Imported once here, in the daemon, every forked worker starts with them (copy-on-write pages), and the
 daemon's start-up objects are frozen out of the workers' garbage collections (``gc.freeze``, as
-``connector.stream.python_worker`` does in a worker). Nothing here starts a thread: forking stays safe.
+``connector.stream.python_worker`` does in a worker). pyspark itself comes from the installed package, compiled,
+rather than from the zip Spark puts first on the path (``connector.stream.installed_pyspark``). Nothing here starts
+a thread: forking stays safe.
 """
 
 from __future__ import annotations
 
 import gc
 
-import confluent_kafka.admin  # noqa: F401 - a consumer's first topic listing imports it (``kafka_read._know_topics``)
-import pandas  # noqa: F401 - pyarrow imports it on a worker's first ``pa.array`` of Python values (0.3 CPU-s each)
-import pyspark.worker  # noqa: F401 - what each forked worker runs
-from pyspark import daemon
+from connector.stream.installed_pyspark import prefer_installed_pyspark
 
-import connector.stream.slices  # noqa: F401 - the batch tasks' functions and everything they import
+prefer_installed_pyspark()  # before the imports below, which import pyspark
+
+import confluent_kafka.admin  # noqa: E402, F401 - a consumer's first topic listing imports it (``kafka_read._know_topics``)
+import pandas  # noqa: E402, F401 - pyarrow imports it on a worker's first ``pa.array`` of Python values (0.3 CPU-s each)
+import pyspark.worker  # noqa: E402, F401 - what each forked worker runs
+from pyspark import daemon  # noqa: E402
+
+import connector.stream.slices  # noqa: E402, F401 - the batch tasks' functions and everything they import
 
 if __name__ == "__main__":
     gc.freeze()

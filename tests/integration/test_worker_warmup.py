@@ -1,7 +1,8 @@
 """Spark's Python workers in a real session: forked by the connector's daemon, warmed beside the query's start.
 
-``connector.stream.python_daemon`` imports the connector before it forks a worker; ``connector.stream.worker_warmup``
-runs a task per core that creates each worker's Kafka consumer and fills its metadata cache.
+``connector.stream.python_daemon`` imports the connector (and pyspark from its installed package) before it forks a
+worker; ``connector.stream.worker_warmup`` runs a task per core that creates each worker's Kafka consumer and fills
+its metadata cache.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def test_workers_start_with_the_connector_imported_and_a_warmed_consumer(kafka_b
 
         # pandas: pyarrow imports it on the first ``pa.array`` of Python values, as every read's record columns are.
         wanted = ("connector.stream.slices", "pandas", "confluent_kafka.admin")
-        return all(name in sys.modules for name in wanted)
+        # pyspark and py4j from the installed, compiled packages, not from the zips Spark puts first on the path.
+        compiled = all(".zip" not in (sys.modules[name].__file__ or ".zip") for name in ("pyspark", "py4j"))
+        return compiled and all(name in sys.modules for name in wanted)
 
     def consumer_ready(_task: int) -> bool:
         from connector.collect import kafka_read
