@@ -150,13 +150,15 @@ class ColumnarLane:
         lines = bulk_json.payload_lines(payloads, count)
         row_columns = self._row_columns(ref, columns)
         inferring = row_columns is None
+        inferred = None
         if row_columns is None:
             # Rows declared as structs of no known column: Arrow infers their columns.
             inferred = bulk_json.read_json(lines, bulk_json.envelope_schema(pa.struct([])))
             sides = (table.schema.field(side).type for table in inferred for side in ("before", "after"))
             row_columns = arrow_row_columns(sides, bulk_json.first_row_columns(payloads[0].as_py(), first))
         row_type = pa.struct([pa.field(name, parse_type(name, ctype)) for name, ctype in row_columns.items()])
-        parsed = bulk_json.parse_envelopes(lines, row_type)
+        # Inferred tables are reused where exact, not parsed again (``parse_envelopes``).
+        parsed = bulk_json.parse_envelopes(lines, row_type, inferred)
         if tombstones:
             _check_tombstones(records, tombstone, parsed.column("op"))
         # Mark.

@@ -181,16 +181,21 @@ def _parse_pool() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="lane-json")
 
 
-def parse_envelopes(lines: pa.Array, row_type: pa.StructType) -> pa.Table:
+def parse_envelopes(lines: pa.Array, row_type: pa.StructType, inferred: list[pa.Table] | None = None) -> pa.Table:
     """Every payload line as ``PARSED_COLUMNS``: op, before and after (of ``row_type``), ts_ms, connector, snapshot.
 
-    Only change events (c/r/u/d) whose rows hold no column ``row_type`` lacks are taken.
+    Only change events (c/r/u/d) whose rows hold no column ``row_type`` lacks are taken. ``inferred``: the
+    same lines as ``read_json`` parsed them with rows of no declared column (a schemaless topic's first
+    batch). When their rows retype to ``row_type`` exactly (``_retyped``) they are used, not parsed again:
+    the second parse costs about 1.6 µs per event, some 0.3 CPU-s of a 200,000-event first batch.
     """
-    tables = read_json(lines, envelope_schema(row_type))
-    for table in tables:
-        for side in ("before", "after"):
-            if table.schema.field(side).type != row_type:
-                decline(f"a {side} row has a column its schema does not declare")
+    tables = _retyped(inferred, row_type) if inferred is not None else None
+    if tables is None:
+        tables = read_json(lines, envelope_schema(row_type))
+        for table in tables:
+            for side in ("before", "after"):
+                if table.schema.field(side).type != row_type:
+                    decline(f"a {side} row has a column its schema does not declare")
     parsed = pa.Table.from_batches(
         [
             pa.RecordBatch.from_arrays(
@@ -205,6 +210,47 @@ def parse_envelopes(lines: pa.Array, row_type: pa.StructType) -> pa.Table:
     if ops.null_count or not pc.all(pc.is_in(ops, pa.array([op.value for op in ROW_OPS]))).as_py():
         decline("a record is not a c/r/u/d change event")
     return parsed
+
+
+def _retyped(tables: list[pa.Table], row_type: pa.StructType) -> list[pa.Table] | None:
+    """``tables`` with ``before`` and ``after`` as structs of ``row_type``; None unless that equals parsing with it.
+
+    The other envelope fields are declared alike in both parses, so they are taken as they are.
+    """
+    retyped = []
+    for table in tables:
+        for side in ("before", "after"):
+            rows = _as_row_type(table.column(side).combine_chunks(), row_type)
+            if rows is None:
+                return None
+            table = table.set_column(table.schema.get_field_index(side), side, rows)
+        retyped.append(table)
+    return retyped
+
+
+def _as_row_type(rows: pa.StructArray, row_type: pa.StructType) -> pa.StructArray | None:
+    """Inferred ``rows`` as structs of ``row_type``, or None when an explicit parse could differ.
+
+    Exact only when every inferred column is one of ``row_type`` with its type, or all null (Arrow's type
+    ``null``): columns absent or all null become nulls of their type. Anything else (a timestamp Arrow took
+    from strings, ints where ``row_type`` says double, a column ``row_type`` lacks) is left to the parse.
+    """
+    names = [field.name for field in rows.type]
+    if len(set(names)) != len(names):
+        return None
+    found = dict(zip(names, rows.flatten(), strict=True))  # flatten: parent nulls and offset applied
+    if not set(found) <= set(row_type.names):
+        return None
+    children = []
+    for field in row_type:
+        child = found.get(field.name)
+        if child is None or pa.types.is_null(child.type):
+            child = pa.nulls(len(rows), field.type)
+        elif child.type != field.type:
+            return None
+        children.append(child)
+    mask = rows.is_null() if rows.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(row_type), mask=mask)
 
 
 def first_row_columns(payload: bytes, first: KafkaRecord) -> list[str]:
