@@ -100,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="stream/tables: a Kafka read option to measure (source.kafka_options), repeatable",
     )
+    parser.add_argument(
+        "--class-archive",
+        default="cache",
+        help="stream: the driver's class archive (spark.class_archive), as the image has one: 'cache' (default; "
+        ".cache/spark-cds/, written first when missing, outside the measured run), 'none', or a path",
+    )
     parser.add_argument("--tables", type=int, default=1000, help="tables: topics, one table each")
     parser.add_argument("--changes", type=int, default=30, help="tables: events per table before the catch-up")
     parser.add_argument("--landing", choices=["local", "dfs"], default="local", help="tables: landing zone kind")

@@ -38,6 +38,8 @@ from connector.storage import LocalStorage
 from connector.stream.worker_warmup import warm_workers
 
 _KAFKA_SH = Path(__file__).resolve().parents[1] / "deploy" / "local" / "kafka.sh"
+#: Where ``--class-archive cache`` keeps the driver's archive: the test suite's folder (tests/conftest.py).
+CLASS_ARCHIVES = Path(__file__).resolve().parents[1] / ".cache" / "spark-cds"
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,19 @@ def _check_mirror(landing_zone: str, events: int) -> None:
     print(f"mirror exact: {rows} rows, the ids the events leave")
 
 
+def _class_archive(choice: str) -> str | None:
+    """The driver's class archive the run maps, as the image's driver does: written first if it is missing."""
+    from connector.stream.class_archive import archive_for_this_java, write_class_archive
+
+    if choice == "none":
+        return None
+    archive = archive_for_this_java(CLASS_ARCHIVES) if choice == "cache" else Path(choice)
+    if not archive.is_file():
+        print(f"writing the class archive {archive} (python -m connector class-archive), before the measured run")
+        write_class_archive(archive)
+    return str(archive)
+
+
 def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear script, printed as it goes
     """Run the benchmark and print its figures; the last line is the one the README records."""
     from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
@@ -186,6 +201,7 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
 
     events, partitions = args.events, args.partitions
     topic = f"{BENCH_TOPIC}.{uuid.uuid4().hex[:6]}"
+    class_archive = _class_archive(args.class_archive)
     with tempfile.TemporaryDirectory(prefix="bench-stream-") as scratch:
         broker_state = f"{scratch}/kafka"
         bootstrap = args.bootstrap_servers or _start_broker(broker_state)
@@ -209,6 +225,7 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
                     "spark.decode_on": args.decode_on,
                     "spark.columnar_decode": not args.row_path,
                     "spark.master": args.spark_master,
+                    "spark.class_archive": class_archive,
                     # Only here: the REST API (stage task metrics) needs the UI, which run keeps off.
                     "spark.conf": {"spark.ui.enabled": "true", "spark.ui.port": "0", **args.spark_conf},
                     "source.kafka_options": args.kafka_option,
@@ -278,7 +295,7 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
     print(
         f"events={events} partitions={partitions} max_offsets_per_trigger={args.max_offsets_per_trigger} "
         f"decode_on={args.decode_on} columnar_decode={not args.row_path} with_schema={args.with_schema} "
-        f"batches={len(batches)} {settings_varied(args)}"
+        f"batches={len(batches)} {settings_varied(args)} class_archive={class_archive}"
     )
     _print_memory(batches)
     first_events = min(events, args.max_offsets_per_trigger)

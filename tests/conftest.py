@@ -21,20 +21,18 @@ to start and to run a test's few batches (measured: 13-15 CPU-s -> 8-10 per ``ru
 ``LOCAL_JAVA_OPTS`` to the JVMs of deploy/local/*.sh. Either variable, set (even empty) before pytest starts,
 is left as it is.
 
-When the tests selected start Spark, the Spark drivers also share one class-data archive (Java's AppCDS): the first
-``run`` of the packaged sample writes the classes it loaded to ``.cache/spark-cds/`` (once per pyspark and Java), and
-every driver after it maps them instead of loading and verifying them again (measured: a ``run`` of the sample
-8.7-9.3 s -> 6.3-7.1 s). An archive that does not fit (another classpath, another JVM) is ignored by the JVM.
+When the tests selected start Spark, the Spark drivers also share one class-data archive (Java's AppCDS), written
+by the product's own ``class-archive`` (a ``run`` of the packaged sample) to ``.cache/spark-cds/`` (once per pyspark
+and Java) while the deployment tests run, and mapped by every driver after them instead of loading and verifying
+the classes again (measured: a ``run`` of the sample 8.7-9.3 s -> 6.3-7.1 s). An archive that does not fit (another
+classpath, another JVM) is ignored by the JVM.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -42,6 +40,12 @@ import pytest
 
 from connector.storage.local import LocalStorage
 from connector.storage.onelake import OneLakeStorage
+from connector.stream.class_archive import (
+    ClassArchiveError,
+    archive_for_this_java,
+    archive_java_options,
+    write_class_archive,
+)
 from tests.support.dfs_server import (
     OTHER_IDENTITY_VARIABLES,
     DfsTestServer,
@@ -69,9 +73,9 @@ TEST_JVM_OPTIONS = {
 
 
 SPARK_ARCHIVES = TESTS_ROOT.parent / ".cache" / "spark-cds"
-# The JVM says why it ignores an archive that does not fit (on stdout): the tests read the drivers' output.
-_ARCHIVE_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 _SUITE_SETS_SPARK_OPTIONS = "SPARK_SUBMIT_OPTS" not in os.environ
+# A missing archive is written beside the first tests; the first test that may start a Spark driver waits for it.
+_archive_writer: threading.Thread | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -81,44 +85,50 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """With Spark tests selected (and the options the suite's own), every Spark driver maps one class archive."""
+    """With Spark tests selected (and the options the suite's own), every Spark driver maps one class archive.
+
+    A missing one is written (``python -m connector class-archive``) while the deployment tests run: they come
+    first, and a Spark driver one of them starts only goes without it.
+    """
+    global _archive_writer
     if not _SUITE_SETS_SPARK_OPTIONS or not any(item.get_closest_marker("slow") for item in session.items):
         return
     archive = _spark_class_archive()
-    if archive is not None:
-        os.environ["SPARK_SUBMIT_OPTS"] += f" -XX:SharedArchiveFile={archive} {_ARCHIVE_QUIET}"
-
-
-def _spark_class_archive() -> Path | None:
-    """The drivers' class archive, written by one ``run`` of the packaged sample when missing; ``None`` if it fails.
-
-    Keyed by pyspark's version and the Java binary: a JVM maps only an archive its own build wrote, for the
-    classpath it was written with (pyspark's jars).
-    """
-    import pyspark
-
-    java = os.path.realpath(shutil.which("java") or "java")
-    key = hashlib.sha256(f"{pyspark.__version__} {java}".encode()).hexdigest()[:12]
-    archive = SPARK_ARCHIVES / f"spark-{pyspark.__version__}-{key}.jsa"
     if archive.is_file():
-        return archive
-    SPARK_ARCHIVES.mkdir(parents=True, exist_ok=True)
-    partial = archive.with_suffix(".partial")
-    options = f"{os.environ['SPARK_SUBMIT_OPTS']} -XX:ArchiveClassesAtExit={partial}"
-    with tempfile.TemporaryDirectory(prefix="spark-cds-") as scratch:
-        command = [sys.executable, "-m", "connector", "run", "--trigger", "available-now", "--metrics-port", "0",
-                   "--landing-zone", f"{scratch}/lz", "--checkpoint", f"{scratch}/cp"]  # fmt: skip
-        try:
-            done = subprocess.run(
-                command, env={**os.environ, "SPARK_SUBMIT_OPTS": options}, capture_output=True, timeout=300, check=False
-            )
-        except subprocess.TimeoutExpired:
-            return None
-    if done.returncode != 0 or not partial.is_file():
-        partial.unlink(missing_ok=True)
-        return None
-    partial.replace(archive)
-    return archive
+        _map_class_archive(archive)
+        return
+    _archive_writer = threading.Thread(
+        target=_write_class_archive, args=(archive, dict(os.environ)), name="spark-class-archive", daemon=True
+    )
+    _archive_writer.start()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the first test outside tests/deploy: the class archive written, and mapped by every driver after."""
+    global _archive_writer
+    if _archive_writer is None or item.path.is_relative_to(TESTS_ROOT / "deploy"):
+        return
+    _archive_writer.join()
+    _archive_writer = None
+    archive = _spark_class_archive()
+    if archive.is_file():
+        _map_class_archive(archive)
+
+
+def _spark_class_archive() -> Path:
+    return archive_for_this_java(SPARK_ARCHIVES)
+
+
+def _write_class_archive(archive: Path, environ: dict[str, str]) -> None:
+    """The product's own writer; a failure leaves the suite without an archive (slower, not wrong)."""
+    try:
+        write_class_archive(archive, environ)
+    except ClassArchiveError as exc:
+        print(f"the Spark drivers run without a class archive: {exc}", file=sys.stderr)
+
+
+def _map_class_archive(archive: Path) -> None:
+    os.environ["SPARK_SUBMIT_OPTS"] += " " + archive_java_options(str(archive))
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: it must see the added marker

@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_landing_zone_readers(sub)
     _add_checks(sub)
     _add_table_commands(sub)
+    arc = sub.add_parser(
+        "class-archive",
+        help="write the Java class-data archive the Spark driver maps at start (spark.class_archive) from one run "
+        "of the packaged sample; the image writes one at build",
+    )
+    arc.add_argument("path", help="the archive file to write (replaced only once the new one is complete)")
     return parser
 
 
@@ -289,6 +295,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         )
     if command in ("tables", "rebuild"):
         return _tables(args)
+    if command == "class-archive":
+        from pathlib import Path
+
+        from connector.stream.class_archive import write_class_archive
+
+        write_class_archive(Path(args.path))
+        print(f"class archive written: {args.path}")
+        return 0
     msg = f"unknown command {command}"
     raise AssertionError(msg)
 

@@ -16,6 +16,7 @@ from connector.collect.poison import dead_letter_in_use
 from connector.config import ConnectorSettings, MirrorSettings, SourceSettings
 from connector.errors import ConfigError
 from connector.kafka_client import client_security_options
+from connector.stream.class_archive import archive_java_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -211,16 +212,22 @@ def kafka_read_spec(settings: ConnectorSettings) -> tuple[KafkaReadSpec | None, 
 
 
 def jvm_options(settings: ConnectorSettings) -> dict[str, str]:
-    """Spark's JVM options for a job whose executors read Kafka themselves, unless ``spark.conf`` sets them.
+    """Spark's JVM options, unless ``spark.conf`` sets them: C1 only, and the driver's class archive.
 
-    The JVMs then only schedule tasks and keep the checkpoint; C2, the optimising JIT, cost 1.8 CPU-s per 1M
-    records compiling that (``bench stream``) and bought nothing. Spark's own Kafka source, whose per-record JVM
-    work C2 compiles for good, keeps the default.
+    C1 only for a job whose executors read Kafka themselves: the JVMs then only schedule tasks and keep the
+    checkpoint; C2, the optimising JIT, cost 1.8 CPU-s per 1M records compiling that (``bench stream``) and bought
+    nothing. Spark's own Kafka source, whose per-record JVM work C2 compiles for good, keeps the default. The
+    class archive (``spark.class_archive``): ``connector.stream.class_archive``.
     """
-    if kafka_read_spec(settings)[0] is None:
-        return {}
-    options = {"spark.driver.extraJavaOptions": C1_ONLY, "spark.executor.extraJavaOptions": C1_ONLY}
-    return {key: value for key, value in options.items() if key not in settings.spark.conf}
+    driver, executor = [], []
+    if kafka_read_spec(settings)[0] is not None:
+        driver.append(C1_ONLY)
+        executor.append(C1_ONLY)
+    archive = archive_java_options(settings.spark.class_archive)
+    if archive:
+        driver.append(archive)
+    options = {"spark.driver.extraJavaOptions": " ".join(driver), "spark.executor.extraJavaOptions": " ".join(executor)}
+    return {key: value for key, value in options.items() if value and key not in settings.spark.conf}
 
 
 def header_choice(mirror: MirrorSettings) -> HeaderChoice:
