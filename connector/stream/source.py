@@ -63,6 +63,7 @@ DIRECT_READ_DEFAULTS = {
 
 CONSUMER_CACHE_CAPACITY = "spark.kafka.consumer.cache.capacity"
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+SERIAL_GC = "-XX:+UseSerialGC"
 
 
 def kafka_jars() -> list[str]:
@@ -216,12 +217,14 @@ def jvm_options(settings: ConnectorSettings) -> dict[str, str]:
 
     C1 only for a job whose executors read Kafka themselves: the JVMs then only schedule tasks and keep the
     checkpoint; C2, the optimising JIT, cost 1.8 CPU-s per 1M records compiling that (``bench stream``) and bought
-    nothing. Spark's own Kafka source, whose per-record JVM work C2 compiles for good, keeps the default. The
-    class archive (``spark.class_archive``): ``connector.stream.class_archive``.
+    nothing. Spark's own Kafka source, whose per-record JVM work C2 compiles for good, keeps the default. Such a
+    driver's heap holds little but Spark's plans (400-470 MB resident in ``bench stream``): the serial collector
+    (what the JVM picks itself in a container of one core) spent 0.3 CPU-s less per 2M events than G1's threads,
+    with pauses of milliseconds. The class archive (``spark.class_archive``): ``connector.stream.class_archive``.
     """
     driver, executor = [], []
     if kafka_read_spec(settings)[0] is not None:
-        driver.append(C1_ONLY)
+        driver.extend((C1_ONLY, SERIAL_GC))
         executor.append(C1_ONLY)
     archive = archive_java_options(settings.spark.class_archive)
     if archive:

@@ -9,7 +9,7 @@ import pytest
 
 from connector.config import ConnectorSettings, SourceSettings, SparkSettings
 from connector.stream.class_archive import archive_java_options
-from connector.stream.source import C1_ONLY, jvm_options
+from connector.stream.source import C1_ONLY, SERIAL_GC, jvm_options
 
 
 def _settings(archive: Path | None, **source: object) -> ConnectorSettings:
@@ -38,7 +38,7 @@ def test_the_driver_maps_the_archive_beside_c1_and_spark_conf_still_wins(tmp_pat
     archive.write_bytes(b"archive")
     mapped = archive_java_options(str(archive))
     assert jvm_options(_settings(archive)) == {
-        "spark.driver.extraJavaOptions": f"{C1_ONLY} {mapped}",
+        "spark.driver.extraJavaOptions": f"{C1_ONLY} {SERIAL_GC} {mapped}",
         "spark.executor.extraJavaOptions": C1_ONLY,  # an executor's class path is not the driver's
     }
     # Spark's own Kafka source keeps C2; the archive is the driver's all the same.

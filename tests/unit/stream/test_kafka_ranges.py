@@ -10,7 +10,7 @@ from connector.collect.kafka_read import KafkaRange
 from connector.config import ConnectorSettings, MirrorSettings, SourceSettings, SparkSettings
 from connector.errors import LandingZoneCorrupt
 from connector.stream.kafka_ranges import RangeSplit, batch_ranges, initial_offsets
-from connector.stream.source import C1_ONLY, jvm_options, kafka_read_spec
+from connector.stream.source import C1_ONLY, SERIAL_GC, jvm_options, kafka_read_spec
 from connector.stream.spark_checkpoint import SparkCheckpoint
 
 
@@ -121,9 +121,9 @@ def test_dead_letters_read_every_header_and_the_timestamp() -> None:
     assert spec is not None and (spec.headers, spec.timestamps) == ("all", True)
 
 
-def test_c1_only_jit_when_the_executors_read_kafka_unless_spark_conf_says() -> None:
+def test_c1_only_jit_and_a_serial_driver_gc_when_the_executors_read_kafka_unless_spark_conf_says() -> None:
     assert jvm_options(_kafka()) == {
-        "spark.driver.extraJavaOptions": C1_ONLY,
+        "spark.driver.extraJavaOptions": f"{C1_ONLY} {SERIAL_GC}",
         "spark.executor.extraJavaOptions": C1_ONLY,
     }
     assert jvm_options(_kafka(reader="spark")) == {}
