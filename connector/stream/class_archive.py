@@ -66,11 +66,7 @@ def write_class_archive(archive: Path, environ: Mapping[str, str] | None = None)
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(archive.name + ".partial")
     partial.unlink(missing_ok=True)
-    # An archive the environment already maps cannot be dumped on top of: only the other options are kept.
-    base = dict(os.environ if environ is None else environ)
-    inherited = _ARCHIVE_FLAG.sub("", base.get("SPARK_SUBMIT_OPTS", "")).strip()
-    env = {**base, "SPARK_SUBMIT_OPTS": f"{inherited} -XX:ArchiveClassesAtExit={partial}".strip()}
-    env.pop("CONNECTOR_SPARK__CLASS_ARCHIVE", None)
+    env = sample_run_environment(os.environ if environ is None else environ, partial)
     with tempfile.TemporaryDirectory(prefix="class-archive-") as scratch:
         command = [sys.executable, "-m", "connector", "run", "--trigger", "available-now", "--metrics-port", "0",
                    "--landing-zone", f"{scratch}/lz", "--checkpoint", f"{scratch}/cp"]  # fmt: skip
@@ -87,3 +83,16 @@ def write_class_archive(archive: Path, environ: Mapping[str, str] | None = None)
         msg = f"writing the class archive {archive}: the sample run exited {done.returncode}:\n{tail}"
         raise ClassArchiveError(msg)
     partial.replace(archive)
+
+
+def sample_run_environment(environ: Mapping[str, str], partial: Path) -> dict[str, str]:
+    """The sample run's environment: ``environ`` without the connector's settings, dumping to ``partial``.
+
+    The run must be the embedded default wherever the command runs: a deployment's ``CONNECTOR_*`` settings
+    (a Kafka source, a config file) would make it read that deployment's topics. An archive the environment
+    already maps cannot be dumped on top of: of ``SPARK_SUBMIT_OPTS`` only the other options are kept.
+    """
+    env = {name: value for name, value in environ.items() if not name.lstrip("_").startswith("CONNECTOR_")}
+    inherited = _ARCHIVE_FLAG.sub("", env.get("SPARK_SUBMIT_OPTS", "")).strip()
+    env["SPARK_SUBMIT_OPTS"] = f"{inherited} -XX:ArchiveClassesAtExit={partial}".strip()
+    return env

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from connector.config import ConnectorSettings, SourceSettings, SparkSettings
-from connector.stream.class_archive import archive_java_options
+from connector.stream.class_archive import archive_java_options, sample_run_environment
 from connector.stream.source import C1_ONLY, SERIAL_GC, jvm_options
 
 
@@ -48,3 +48,20 @@ def test_the_driver_maps_the_archive_beside_c1_and_spark_conf_still_wins(tmp_pat
         update={"spark": SparkSettings(class_archive=str(archive), conf={"spark.driver.extraJavaOptions": "-Xss4m"})}
     )
     assert jvm_options(mine) == {"spark.executor.extraJavaOptions": C1_ONLY}
+
+
+def test_the_sample_run_is_the_embedded_default_and_dumps_its_classes(tmp_path: Path) -> None:
+    partial = tmp_path / "spark.jsa.partial"
+    deployment = {
+        "PATH": "/usr/bin",
+        "CONNECTOR_SOURCE__KIND": "kafka",  # a deployment's settings: the sample run must not read its topics
+        "_CONNECTOR_CONFIG_FILE": "/etc/connector/config.yaml",
+        "CONNECTOR_SPARK__CLASS_ARCHIVE": "/opt/connector/spark-classes.jsa",
+        "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile=/old.jsa -Xlog:cds=off",
+    }
+    env = sample_run_environment(deployment, partial)
+    assert env == {
+        "PATH": "/usr/bin",
+        "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1  -Xlog:cds=off -XX:ArchiveClassesAtExit={partial}",
+    }
+    assert sample_run_environment({}, partial) == {"SPARK_SUBMIT_OPTS": f"-XX:ArchiveClassesAtExit={partial}"}
