@@ -38,8 +38,6 @@ from connector.storage import LocalStorage
 from connector.stream.worker_warmup import warm_workers
 
 _KAFKA_SH = Path(__file__).resolve().parents[1] / "deploy" / "local" / "kafka.sh"
-#: Where ``--class-archive cache`` keeps the driver's archive: the test suite's folder (tests/conftest.py).
-CLASS_ARCHIVES = Path(__file__).resolve().parents[1] / ".cache" / "spark-cds"
 
 
 @dataclass(frozen=True)
@@ -185,7 +183,7 @@ def _class_archive(choice: str) -> str | None:
 
     if choice == "none":
         return None
-    archive = archive_for_this_java(CLASS_ARCHIVES) if choice == "cache" else Path(choice)
+    archive = archive_for_this_java() if choice == "cache" else Path(choice)
     if not archive.is_file():
         print(f"writing the class archive {archive} (python -m connector class-archive), before the measured run")
         write_class_archive(archive)

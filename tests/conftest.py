@@ -72,7 +72,6 @@ TEST_JVM_OPTIONS = {
 }
 
 
-SPARK_ARCHIVES = TESTS_ROOT.parent / ".cache" / "spark-cds"
 _SUITE_SETS_SPARK_OPTIONS = "SPARK_SUBMIT_OPTS" not in os.environ
 # A missing archive is written beside the first tests; the first test that may start a Spark driver waits for it.
 _archive_writer: threading.Thread | None = None
@@ -93,7 +92,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     global _archive_writer
     if not _SUITE_SETS_SPARK_OPTIONS or not any(item.get_closest_marker("slow") for item in session.items):
         return
-    archive = _spark_class_archive()
+    archive = archive_for_this_java()
     if archive.is_file():
         _map_class_archive(archive)
         return
@@ -110,13 +109,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     _archive_writer.join()
     _archive_writer = None
-    archive = _spark_class_archive()
+    archive = archive_for_this_java()
     if archive.is_file():
         _map_class_archive(archive)
-
-
-def _spark_class_archive() -> Path:
-    return archive_for_this_java(SPARK_ARCHIVES)
 
 
 def _write_class_archive(archive: Path, environ: dict[str, str]) -> None:

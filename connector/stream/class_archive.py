@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 _ARCHIVE_FLAG = re.compile(r"-XX:(SharedArchiveFile|ArchiveClassesAtExit)=\S+")
 _WRITE_TIMEOUT_S = 600
+#: A checkout's archives (the test suite's and the benchmarks'), beside its other caches (``.cache/jars``).
+REPO_ARCHIVES = Path(__file__).resolve().parents[2] / ".cache" / "spark-cds"
 
 
 class ClassArchiveError(ConnectorError):
@@ -45,7 +47,7 @@ def archive_java_options(archive: str | None) -> str:
     return f"-XX:SharedArchiveFile={archive} {_QUIET}"
 
 
-def archive_for_this_java(folder: Path) -> Path:
+def archive_for_this_java(folder: Path = REPO_ARCHIVES) -> Path:
     """The archive's file in ``folder`` for this pyspark and this Java binary: only those two can map it."""
     import pyspark
 
