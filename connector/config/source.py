@@ -123,10 +123,18 @@ class SourceSettings(FrozenModel):
         None,
         description="Kafka Connect REST URL of the Debezium connectors feeding these topics: run then reads "
         "their settings at start and warns about those that lose data silently (as check-source does), "
-        "exporting the count as cdc_mirror_source_lossy_settings.",
+        "exporting the count as cdc_mirror_source_lossy_settings, and reads their status every "
+        "debezium_status_poll_s (cdc_mirror_debezium_up, cdc_mirror_debezium_failed).",
     )
     debezium_connectors: list[str] = Field(
-        default_factory=list, description="The connectors to check there; empty: every registered connector."
+        default_factory=list,
+        description="The connectors to check and watch there; empty: every registered connector.",
+    )
+    debezium_status_poll_s: float = Field(
+        30.0,
+        ge=0,
+        description="How often run reads the connectors' status from debezium_connect_url: a FAILED task sends "
+        "nothing more, so the mirror stops changing while its tables look fine; 0: never.",
     )
 
     @model_validator(mode="before")

@@ -12,16 +12,13 @@ on the connector is judged.
 
 from __future__ import annotations
 
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from connector.errors import ConnectorError
 from connector.events import Op
+from connector.operate.connect_rest import get_json
 
 #: Converters whose output the connector decodes (JSON with or without schemas; Avro in the Confluent wire format).
 READABLE_CONVERTERS = frozenset(
@@ -44,7 +41,6 @@ _DEFAULTS = {
 _MYSQL_DEFAULTS = {"time.precision.mode": "adaptive_time_microseconds"}
 _MYSQL_CLASSES = ("io.debezium.connector.mysql.", "io.debezium.connector.mariadb.")
 _UNWRAP = "io.debezium.transforms.ExtractNewRecordState"
-_TIMEOUT_S = 10
 
 # warn(setting, value, consequence)
 _Warn = Callable[[str, str, str], None]
@@ -229,7 +225,7 @@ def fetch_connector_configs(connect_url: str, name: str | None = None) -> dict[s
         ConnectorError: Connect does not answer, answers with an error, or has no connector ``name``.
     """
     base = connect_url.rstrip("/")
-    listed = [name] if name else _get_json(f"{base}/connectors", connect_url)
+    listed = [name] if name else get_json(f"{base}/connectors", connect_url)
     if not isinstance(listed, list):
         msg = f"{base}/connectors: unexpected answer from Kafka Connect (not a list of names)"
         raise ConnectorError(msg)
@@ -237,31 +233,12 @@ def fetch_connector_configs(connect_url: str, name: str | None = None) -> dict[s
     for connector in listed:
         quoted = urllib.parse.quote(str(connector), safe="")
         url = f"{base}/connectors/{quoted}/config"
-        config = _get_json(url, connect_url)
+        config = get_json(url, connect_url)
         if not isinstance(config, dict):
             msg = f"{url}: unexpected answer from Kafka Connect (not a config object)"
             raise ConnectorError(msg)
         configs[str(connector)] = {str(k): str(v) for k, v in config.items()}
     return configs
-
-
-def _get_json(url: str, connect_url: str) -> Any:
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme not in ("http", "https"):
-        msg = f"Kafka Connect URL {connect_url!r}: not an http(s) URL"
-        raise ConnectorError(msg)
-    try:
-        with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as response:  # noqa: S310 - http(s) checked above
-            data = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        msg = f"{url}: Kafka Connect answered HTTP {exc.code}"
-        if exc.code == 404:
-            msg += " (no such connector)"
-        raise ConnectorError(msg) from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        msg = f"{url}: Kafka Connect did not answer ({exc})"
-        raise ConnectorError(msg) from None
-    return data
 
 
 def lint_debezium_connectors(

@@ -23,6 +23,7 @@ from connector import __version__
 from connector.errors import ConfigError
 from connector.fabric.status import FabricDatabaseStatus, FabricTableStatus
 from connector.operate import status_page
+from connector.operate.debezium_status import DebeziumConnectorStatus
 from connector.operate.status_history import BatchSample
 from connector.operate.status_model import StatusBoard
 from connector.publish.batch_result import BatchResult
@@ -142,6 +143,25 @@ FABRIC_DATABASE_UP = Gauge(
     "1 while Fabric reports the mirrored database Running without error (getMirroringStatus), else 0.",
     registry=None,
 )
+DEBEZIUM_UP = Gauge(
+    "cdc_mirror_debezium_up",
+    "1 while Kafka Connect reports the Debezium connector and each of its tasks RUNNING, else 0 (FAILED, PAUSED, "
+    "UNASSIGNED, no task, not registered); source.debezium_connect_url.",
+    ["connector"],
+    registry=REGISTRY,
+)
+DEBEZIUM_FAILED = Gauge(
+    "cdc_mirror_debezium_failed",
+    "The connector's instance and tasks Kafka Connect reports FAILED; they stay so until restarted.",
+    ["connector"],
+    registry=REGISTRY,
+)
+# Registered with the first read, as the Fabric status is: no Connect URL, no series.
+DEBEZIUM_STATUS_READABLE = Gauge(
+    "cdc_mirror_debezium_status_readable",
+    "1 when the last read of the Debezium connectors' status from Kafka Connect succeeded, else 0.",
+    registry=None,
+)
 SOURCE_LOSSY_SETTINGS = Gauge(
     "cdc_mirror_source_lossy_settings",
     "Debezium connector settings found at start that lose data silently (source.debezium_connect_url; "
@@ -253,7 +273,17 @@ def record_offsets_behind(behind: Iterable[tuple[str, int, int]]) -> None:
 
 _fabric_lock = threading.Lock()
 _fabric_states: dict[str, str] = {}
-_fabric_registered = False
+_registered_on_first_read: set[Gauge] = set()
+_registration_lock = threading.Lock()
+
+
+def _set_readable(gauge: Gauge, readable: bool) -> None:
+    """Set a ``*_status_readable`` gauge, registering it first: without a status source there is no series."""
+    with _registration_lock:
+        if gauge not in _registered_on_first_read:
+            REGISTRY.register(gauge)
+            _registered_on_first_read.add(gauge)
+    gauge.set(1 if readable else 0)
 
 
 def record_fabric_status(tables: Mapping[str, FabricTableStatus] | None) -> None:
@@ -263,13 +293,9 @@ def record_fabric_status(tables: Mapping[str, FabricTableStatus] | None) -> None
     lists it. An unreadable status only sets ``cdc_mirror_fabric_status_readable`` to 0: the tables keep
     their last known values, so a failed table stays visible (and alerting) while the API is down.
     """
-    global _fabric_registered
     BOARD.fabric_tables(tables)
     with _fabric_lock:
-        if not _fabric_registered:
-            REGISTRY.register(FABRIC_STATUS_READABLE)
-            _fabric_registered = True
-        FABRIC_STATUS_READABLE.set(0 if tables is None else 1)
+        _set_readable(FABRIC_STATUS_READABLE, tables is not None)
         if tables is None:
             return
         for table in set(_fabric_states) - set(tables):
@@ -303,6 +329,31 @@ def record_fabric_database(status: FabricDatabaseStatus | None) -> None:
             REGISTRY.register(FABRIC_DATABASE_UP)
             _database_registered = True
         FABRIC_DATABASE_UP.set(1 if status.up else 0)
+
+
+_debezium_lock = threading.Lock()
+_debezium_connectors: set[str] = set()
+
+
+def record_debezium_status(statuses: Mapping[str, DebeziumConnectorStatus] | None) -> None:
+    """Publish one read of the connectors' status; ``None`` when Kafka Connect could not be read.
+
+    An unreadable status only sets ``cdc_mirror_debezium_status_readable`` to 0: a FAILED task stays visible
+    (and alerting) while Connect does not answer. A connector no longer listed loses its series.
+    """
+    BOARD.debezium(statuses)
+    with _debezium_lock:
+        _set_readable(DEBEZIUM_STATUS_READABLE, statuses is not None)
+        if statuses is None:
+            return
+        for gone in _debezium_connectors - set(statuses):
+            DEBEZIUM_UP.remove(gone)
+            DEBEZIUM_FAILED.remove(gone)
+        _debezium_connectors.clear()
+        for name, status in statuses.items():
+            _debezium_connectors.add(name)
+            DEBEZIUM_UP.labels(name).set(1 if status.up else 0)
+            DEBEZIUM_FAILED.labels(name).set(status.failed)
 
 
 class HealthState:

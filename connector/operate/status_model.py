@@ -21,6 +21,7 @@ import orjson
 from connector.config import ConnectorSettings
 from connector.fabric.status import FabricDatabaseStatus, FabricTableStatus
 from connector.operate.deadletter import DEFAULT_FOLDER
+from connector.operate.debezium_status import DebeziumConnectorStatus
 from connector.operate.status_history import StatusHistory
 from connector.operate.table_status import TableLine, iso_time, table_lines
 from connector.publish.ledger import LedgerState
@@ -55,6 +56,8 @@ class StatusBoard:
         self._fabric_tables: Mapping[str, FabricTableStatus] | None = None
         self._fabric_readable: bool | None = None
         self._fabric_database: FabricDatabaseStatus | None = None
+        self._debezium: dict[str, DebeziumConnectorStatus] | None = None
+        self._debezium_readable: bool | None = None
         self._dead_letters: Storage | None = None
         self._letter_files: dict[tuple[str, int], list[dict[str, Any]]] = {}
 
@@ -100,6 +103,13 @@ class StatusBoard:
             with self._lock:
                 self._fabric_database = status
 
+    def debezium(self, statuses: Mapping[str, DebeziumConnectorStatus] | None) -> None:
+        """One read of the Debezium connectors' status; ``None`` when unreadable (the last known stay)."""
+        with self._lock:
+            self._debezium_readable = statuses is not None
+            if statuses is not None:
+                self._debezium = dict(statuses)
+
     def snapshot(
         self,
         health: tuple[bool, str],
@@ -111,13 +121,18 @@ class StatusBoard:
         with self._lock:
             job, fabric, readable = dict(self._job), self._fabric_tables, self._fabric_readable
             database = self._fabric_database
+            debezium, debezium_readable = self._debezium, self._debezium_readable
         state = self._tables.state if self._tables is not None else None
         lines = table_lines(state, fabric) if state is not None else []
         series = self.history.series(now)
         rates = series["events_per_s"]
         return {
             "generated_at": iso_time(now),
-            "job": self._job_part(job, health, database, readable, now, rates[-1][1] if rates else None),
+            "job": {
+                **self._job_part(job, health, database, readable, now, rates[-1][1] if rates else None),
+                "debezium_status_readable": debezium_readable,
+                "debezium": None if debezium is None else [_debezium_row(s) for _, s in sorted(debezium.items())],
+            },
             "tables": [_table_row(line, state, fabric, counters, now) for line in lines],
             "series": {name: [list(point) for point in points] for name, points in series.items()},
             "dead_letters": self._dead_letter_part(job, counters),
@@ -160,6 +175,16 @@ class StatusBoard:
         counted = int(sum(counters.get("dead_letters", {}).values()))
         items = read_dead_letters(self._dead_letters, cache=self._letter_files) if self._dead_letters else []
         return {"location": job.get("dead_letter"), "counted_since_start": counted, "items": items}
+
+
+def _debezium_row(status: DebeziumConnectorStatus) -> dict[str, Any]:
+    return {
+        "connector": status.name,
+        "state": status.instance.state,
+        "up": status.up,
+        "failed": status.failed,
+        "problem": status.problem(),
+    }
 
 
 def _table_row(

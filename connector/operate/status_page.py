@@ -108,6 +108,7 @@ def _job_section(job: Mapping[str, Any]) -> str:
         ("Source", f"{_e(source.get('kind'))} {_e(where)}" + _opt(" from ", source.get("bootstrap_servers"))),
         ("Landing zone", _e(job.get("landing_zone"))),
         ("Fabric database", "not read" if database is None else _e(database["state"]) + _opt(": ", database["error"])),
+        ("Debezium", _debezium(job.get("debezium"), job.get("debezium_status_readable"))),
         ("Last batch", "none yet" if last is None else _last_batch(last)),
         ("Events/s", _e(job.get("events_per_s"))),
         ("Lag", f"{_e(job.get('lag_s'))} s; {_e(job.get('offsets_behind'))} Kafka offsets behind"),
@@ -115,6 +116,20 @@ def _job_section(job: Mapping[str, Any]) -> str:
     ]
     rows = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in items)
     return f'<section aria-labelledby="job-h"><h2 id="job-h">Job</h2><dl class="job">{rows}</dl></section>'
+
+
+def _debezium(connectors: list[Mapping[str, Any]] | None, readable: bool | None) -> str:
+    """Each connector as Kafka Connect reports it; a stopped one in red, with Connect's reason."""
+    if connectors is None:
+        return "not read" if readable is None else "Kafka Connect does not answer"
+    parts = [
+        f'{_e(c["connector"])}: <span class="ok">running</span>'
+        if c["up"]
+        else f'{_e(c["connector"])}: <span class="bad">{_e(c["problem"])}</span>'
+        for c in connectors
+    ]
+    stale = "" if readable else " (last known: Kafka Connect does not answer)"
+    return ("; ".join(parts) or "no connectors registered") + stale
 
 
 def _last_batch(last: Mapping[str, Any]) -> str:

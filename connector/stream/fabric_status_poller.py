@@ -12,7 +12,6 @@ answer stop the job (``check_database_at_start``): a wrong id, a refused identit
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
 
 from connector.config import ConnectorSettings
@@ -25,6 +24,7 @@ from connector.fabric.status import (
     open_fabric_status,
 )
 from connector.operate import metrics
+from connector.stream.polling import PollingThread
 
 #: Answers that are a setting's fault, not an outage: they stop ``run`` at start.
 _DEFINITE_REFUSALS = frozenset({400, 401, 403, 404})
@@ -32,7 +32,7 @@ _DEFINITE_REFUSALS = frozenset({400, 401, 403, 404})
 log = logging.getLogger(__name__)
 
 
-class FabricStatusPoller:
+class FabricStatusPoller(PollingThread):
     """Every ``interval_s``, read ``reader.tables()`` and hand the result to ``record`` (the metrics)."""
 
     def __init__(
@@ -43,15 +43,13 @@ class FabricStatusPoller:
         health: metrics.HealthState | None = None,
         record_database: Callable[[FabricDatabaseStatus | None], None] = metrics.record_fabric_database,
     ) -> None:
+        super().__init__("fabric-status", interval_s)
         self.reader = reader
-        self._interval_s = interval_s
         self._record = record
         self._health = health
         self._record_database = record_database
         self._database: FabricDatabaseStatus | None = None
         self._latest: dict[str, FabricTableStatus] | None = None
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="fabric-status", daemon=True)
 
     @classmethod
     def open(cls, settings: ConnectorSettings, health: metrics.HealthState | None = None) -> FabricStatusPoller | None:
@@ -109,15 +107,13 @@ class FabricStatusPoller:
     def start(self) -> FabricStatusPoller:
         """Run the polling in a daemon thread."""
         log.info("reading Fabric's table status from %s every %gs", self.reader.location, self._interval_s)
-        self._thread.start()
+        self.start_polling()
         return self
 
     def stop(self, timeout_s: float = 15.0) -> None:
-        """End the polling (at shutdown): waits for a read in flight at most ``timeout_s``."""
-        self._stopped.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
-        if not self._thread.is_alive():
+        """End the polling (at shutdown), then close the reader unless a read is still in flight."""
+        super().stop(timeout_s)
+        if self.stopped:
             self.reader.close()
 
     def latest(self) -> dict[str, FabricTableStatus] | None:
@@ -157,9 +153,3 @@ class FabricStatusPoller:
         self._record_database(status)
         if self._health is not None:
             self._health.fabric_database(None if status.up else status.describe())
-
-    def _loop(self) -> None:
-        while not self._stopped.is_set():
-            self.poll_once()
-            if self._stopped.wait(self._interval_s):
-                return

@@ -106,9 +106,22 @@ def _batch_writer(started: StartedJob, graceful: GracefulStop) -> BatchWriter:
     return ExecutorBatchWriter(sink, health, spark_checkpoint, collect, stop=graceful.requested)
 
 
+def _start_watchers(started: StartedJob) -> list[Callable[[], None]]:
+    """Start the threads that watch what the query cannot see (brokers, Fabric, Debezium); their stops."""
+    settings = started.settings
+    stops: list[Callable[[], None]] = []
+    if settings.source.kind == "kafka" and settings.metrics.broker_check_s:
+        stops.append(BrokerCheck(settings.source, started.health, settings.metrics.broker_check_s).start().stop)
+    if started.fabric_status is not None:
+        stops.append(started.fabric_status.start().stop)
+    if started.debezium_status is not None:
+        stops.append(started.debezium_status.start().stop)
+    return stops
+
+
 def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRecorder) -> int:
     """Run Spark's query until it ends or a stop is requested; the exit code."""
-    settings, health, fabric_status, sink = started.settings, started.health, started.fabric_status, started.writer.sink
+    settings, health, sink = started.settings, started.health, started.writer.sink
     audit = AuditLoop(settings, sink, started.writer.landing_location) if settings.mirror.audit.enabled else None
     spark = spark_session(settings)
     # Again after the session: PySpark's SparkContext installs a SIGINT handler of its own that calls into the JVM.
@@ -122,11 +135,7 @@ def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRec
     query = _start_query(spark, settings, graceful.gate(batch_writer, on_refuse=_quiet_query_errors))
     status.running()
     health.set(True, "running")
-    broker_check = None
-    if settings.source.kind == "kafka" and settings.metrics.broker_check_s:
-        broker_check = BrokerCheck(settings.source, health, settings.metrics.broker_check_s).start()
-    if fabric_status is not None:
-        fabric_status.start()
+    stop_watchers = _start_watchers(started)
     rebuilds = RebuildTicker(sink, settings.mirror.rebuild.check_interval_s).start()
     if audit is not None:
         audit.start()
@@ -141,10 +150,8 @@ def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRec
             audit.stop()
         rebuilds.stop()
         restore_signals()
-        if broker_check is not None:
-            broker_check.stop()
-        if fabric_status is not None:
-            fabric_status.stop()
+        for stop in stop_watchers:
+            stop()
     health.set(False, "stopped")
     stopped = _report_tables(sink)
     spark.stop()

@@ -24,6 +24,7 @@ from connector.publish.source_identity import check_topic_prefix, check_topics
 from connector.storage import Storage
 from connector.stream.data_loss_healing import heal_data_loss, kafka_check
 from connector.stream.debezium_settings import check_debezium_settings
+from connector.stream.debezium_status_poller import DebeziumStatusPoller
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from connector.stream.preflight import check_before_spark
 from connector.stream.resume import resume_from_ledger, starting_offsets
@@ -48,6 +49,7 @@ class StartedJob:
     settings: ConnectorSettings
     health: metrics.HealthState
     fabric_status: FabricStatusPoller | None
+    debezium_status: DebeziumStatusPoller | None
     writer: MirrorWriter
     spark_checkpoint: SparkCheckpoint
 
@@ -109,7 +111,8 @@ def start_up(
         settings.source.redacted_kafka_options(),
         writer.sink.completed_at_start,
     )
-    return StartedJob(settings, health, fabric_status, writer, spark_checkpoint)
+    debezium_status = DebeziumStatusPoller.open(settings)
+    return StartedJob(settings, health, fabric_status, debezium_status, writer, spark_checkpoint)
 
 
 def _check_topic_prefix(settings: ConnectorSettings, topics: Collection[str], landing: Storage) -> None:

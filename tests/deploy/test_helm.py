@@ -527,7 +527,7 @@ def test_fabric_status_wiring(render: Render) -> None:
 
 
 def test_debezium_settings_check_wiring(render: Render) -> None:
-    """``debezium.connectUrl`` makes the connector check the Debezium connectors' settings at start."""
+    """``debezium.connectUrl`` makes the connector check the Debezium connectors' settings at start and watch them."""
     assert "debezium_connect_url" not in connector_config(render(ci_file("minimal-values.yaml")))["source"]
     source = connector_config(
         render(
@@ -537,6 +537,14 @@ def test_debezium_settings_check_wiring(render: Render) -> None:
     )["source"]
     assert source["debezium_connect_url"] == "http://connect.kafka:8083"
     assert source["debezium_connectors"] == ["inventory"]
+    assert source["debezium_status_poll_s"] == 30  # the connectors' status is watched by default
+    never = connector_config(
+        render(
+            ci_file("minimal-values.yaml"),
+            set_values=("debezium.connectUrl=http://connect.kafka:8083", "debezium.statusPollSeconds=0"),
+        )
+    )["source"]
+    assert never["debezium_status_poll_s"] == 0
 
 
 def test_kafka_mutual_tls_files_are_mounted(render: Render) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from connector.operate import metrics
 from connector.readback.database_mysql import MySqlSource
 from connector.stream.debezium_settings import check_debezium_settings
 from tests.support.kafka import run_connector
+from tests.support.kafka_connect import connect_request
 
 pytestmark = pytest.mark.e2e
 
@@ -61,13 +61,6 @@ RECOMMENDED = {
 }
 
 
-def _request(method: str, url: str, body: dict[str, str] | None = None) -> int:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})  # noqa: S310
-    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - the stack's local Connect
-        return int(response.status)
-
-
 @pytest.fixture(scope="module")
 def lossy_connectors(mariadb_stack: dict[str, str]) -> Iterator[dict[str, str]]:
     """Register one connector per lossy setting; yield suffix -> connector name; delete them afterwards."""
@@ -99,13 +92,13 @@ def lossy_connectors(mariadb_stack: dict[str, str]) -> Iterator[dict[str, str]]:
             }
             if suffix == "unsigned-default":
                 del config["bigint.unsigned.handling.mode"]
-            status = _request("PUT", f"{connect}/connectors/{name}/config", config)
+            status = connect_request("PUT", f"{connect}/connectors/{name}/config", config)
             assert status in (200, 201), f"registering {name}: HTTP {status}"
             names[suffix] = name
         yield names
     finally:
         for name in names.values():
-            _request("DELETE", f"{connect}/connectors/{name}")
+            connect_request("DELETE", f"{connect}/connectors/{name}")
 
 
 @pytest.mark.parametrize("suffix", sorted(LOSSY))

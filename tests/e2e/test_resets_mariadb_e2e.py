@@ -2,15 +2,17 @@
 
 One fresh MariaDB stack for the module (purging the binlog past Debezium's position breaks it for other tests), its
 Debezium connector set to ``snapshot.mode: when_needed``, default mirror settings but ``rebuild.wait_s`` (Fabric's
-status is not configured here). Both tables are mirrored and changed by streamed events; then Debezium's connector
-is stopped (Kafka Connect's ``stop``: its task and binlog reader end, its offsets stay; a pause keeps the reader,
-which holds its binlog file), rows are deleted, updated and inserted in both tables, the binlog is flushed and
-purged up to the newest file, and the connector resumed. Debezium 3.5.0.Final's MariaDB connector does not see that
-its GTID position is purged (MariaDB keeps no ``gtid_purged``, so its availability check passes): ``when_needed``
-takes no snapshot and the task fails with error 1236 ("Could not find GTID state requested by slave in any binlog
-files"). The test asserts that, then takes the operator's step (connector stopped, its offsets deleted through Kafka
-Connect's offsets API, resumed): with no offsets, ``when_needed`` takes a new initial snapshot into the same topics.
-Every table gets one line saying so, is rebuilt, and ``verify`` finds it exact (the rows deleted meanwhile gone).
+status is not configured here) and the connectors' status read from Kafka Connect every second. Both tables are
+mirrored and changed by streamed events; then Debezium's connector is stopped (Kafka Connect's ``stop``: its task
+and binlog reader end, its offsets stay; a pause keeps the reader, which holds its binlog file), rows are deleted,
+updated and inserted in both tables, the binlog is flushed and purged up to the newest file, and the connector
+resumed. Debezium 3.5.0.Final's MariaDB connector does not see that its GTID position is purged (MariaDB keeps no
+``gtid_purged``, so its availability check passes): ``when_needed`` takes no snapshot and the task fails with error
+1236 ("Could not find GTID state requested by slave in any binlog files"). The test asserts that, and that the
+connector's log says so with Connect's reason, then takes the operator's step (connector stopped, its offsets
+deleted through Kafka Connect's offsets API, resumed): with no offsets, ``when_needed`` takes a new initial snapshot
+into the same topics. Every table gets one line saying so, is rebuilt, and ``verify`` finds it exact (the rows
+deleted meanwhile gone).
 """
 
 from __future__ import annotations
@@ -61,6 +63,17 @@ def failed_task_trace(stack: dict[str, str]) -> str:
         if tasks and tasks[0]["state"] == "FAILED":
             return str(tasks[0].get("trace", ""))
         assert time.monotonic() < deadline, f"the task did not fail: {tasks}"
+        time.sleep(0.5)
+
+
+def wait_log_line(connector: Connector, text: str) -> str:
+    """Until the connector's log has a line with ``text``; that line."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        lines = [line for line in connector.log().splitlines() if text in line]
+        if lines:
+            return lines[0]
+        assert time.monotonic() < deadline, f"no line with {text!r}: {connector.log()[-3000:]}"
         time.sleep(0.5)
 
 
@@ -135,7 +148,12 @@ def test_a_purged_binlog_and_debeziums_new_snapshot_rebuild_every_table_exact(
     reset_stack: dict[str, str], tmp_path: Path
 ) -> None:
     config = tmp_path / "config.yaml"
-    config.write_text("mirror:\n  rebuild:\n    wait_s: 1\n")  # every other setting its default
+    config.write_text(  # every other setting its default
+        "mirror:\n  rebuild:\n    wait_s: 1\n"
+        # the failed task must speak: the connector reads its status from Kafka Connect
+        f"source:\n  debezium_connect_url: {reset_stack['connect']}\n"
+        f"  debezium_connectors: [{reset_stack['connector']}]\n  debezium_status_poll_s: 1\n"
+    )
     connector = Connector(reset_stack, tmp_path, config)
     conn = connect_mariadb(reset_stack["mariadb"])
     try:
@@ -155,6 +173,9 @@ def test_a_purged_binlog_and_debeziums_new_snapshot_rebuild_every_table_exact(
         # Debezium 3.5's MariaDB connector does not see a purged GTID position (MariaDB keeps no gtid_purged):
         # when_needed takes no snapshot, the task fails (1236). The operator's step: reset its offsets.
         assert "1236" in failed_task_trace(reset_stack)
+        name = reset_stack["connector"]
+        failed = wait_log_line(connector, f"Debezium connector {name} sends no changes: task 0 FAILED")
+        assert "Could not find GTID state requested by slave" in failed, failed  # Connect's reason (1236)
         connect_call(reset_stack, "PUT", "/stop")
         connect_call(reset_stack, "DELETE", "/offsets")
         connect_call(reset_stack, "PUT", "/resume")
@@ -165,6 +186,7 @@ def test_a_purged_binlog_and_debeziums_new_snapshot_rebuild_every_table_exact(
             lines = lines_with(connector, tid, NEW_SNAPSHOT)
             assert len(lines) == 1 and f"{reset_stack['topic_prefix']}.{tid}[0]@" in lines[0], lines
         assert not [line for line in connector.log().splitlines() if " stopped: " in line]
+        wait_log_line(connector, f"Debezium connector {name} runs again")
         assert connector.stop(signal.SIGTERM) == 0, connector.log()[-4000:]
     finally:
         connector.kill_if_running()

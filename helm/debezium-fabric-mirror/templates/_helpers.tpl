@@ -271,6 +271,7 @@ reference that the kubelet expands, never the password itself.
 {{- if .Values.debezium.connectUrl }}
 {{- $_ := set $source "debezium_connect_url" .Values.debezium.connectUrl -}}
 {{- $_ := set $source "debezium_connectors" .Values.debezium.connectors -}}
+{{- $_ := set $source "debezium_status_poll_s" .Values.debezium.statusPollSeconds -}}
 {{- end }}
 {{- $checkpoint := printf "%s/checkpoint" (include "dfm.dataDir" .) -}}
 {{- $conf := dict "spark.driver.memory" .Values.spark.driver.memory -}}
