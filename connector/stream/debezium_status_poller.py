@@ -77,13 +77,16 @@ class DebeziumStatusPoller(PollingThread):
         return statuses
 
     def _note_changes(self, statuses: Statuses) -> None:
-        """An ERROR when a connector stops feeding the mirror (or why changes), an INFO when it runs again."""
+        """A line when a connector stops feeding the mirror (or why changes), an INFO line when it runs again."""
         for name, status in statuses.items():
             problem = status.problem()
             if name in self._problems and self._problems[name] == problem:
                 continue
             if problem is not None:
-                log.error(
+                # FAILED or gone stays so; paused, stopped or unassigned is an operator's act or a rebalance.
+                level = logging.ERROR if status.failed or status.instance.state == UNREGISTERED else logging.WARNING
+                log.log(
+                    level,
                     "Debezium connector %s sends no changes: %s; the mirror stays where it is until it runs again%s",
                     name,
                     problem,
