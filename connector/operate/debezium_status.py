@@ -61,6 +61,11 @@ class DebeziumConnectorStatus:
         """The instance and every task RUNNING, and at least one task: changes flow."""
         return self.instance.state == RUNNING and bool(self.tasks) and all(t.state == RUNNING for t in self.tasks)
 
+    @property
+    def stays_down(self) -> bool:
+        """FAILED or not registered: stays so until someone acts (paused or unassigned may be an act or a rebalance)."""
+        return self.failed > 0 or self.instance.state == UNREGISTERED
+
     def problem(self) -> str | None:
         """Why changes do not flow, one line; None when ``up``."""
         if self.up:

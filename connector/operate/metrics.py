@@ -346,12 +346,12 @@ def record_debezium_status(statuses: Mapping[str, DebeziumConnectorStatus] | Non
         _set_readable(DEBEZIUM_STATUS_READABLE, statuses is not None)
         if statuses is None:
             return
-        for gone in _debezium_connectors - set(statuses):
+        for gone in _debezium_connectors - statuses.keys():
             DEBEZIUM_UP.remove(gone)
             DEBEZIUM_FAILED.remove(gone)
         _debezium_connectors.clear()
+        _debezium_connectors.update(statuses)
         for name, status in statuses.items():
-            _debezium_connectors.add(name)
             DEBEZIUM_UP.labels(name).set(1 if status.up else 0)
             DEBEZIUM_FAILED.labels(name).set(status.failed)
 

@@ -83,10 +83,8 @@ class DebeziumStatusPoller(PollingThread):
             if name in self._problems and self._problems[name] == problem:
                 continue
             if problem is not None:
-                # FAILED or gone stays so; paused, stopped or unassigned is an operator's act or a rebalance.
-                level = logging.ERROR if status.failed or status.instance.state == UNREGISTERED else logging.WARNING
                 log.log(
-                    level,
+                    logging.ERROR if status.stays_down else logging.WARNING,
                     "Debezium connector %s sends no changes: %s; the mirror stays where it is until it runs again%s",
                     name,
                     problem,

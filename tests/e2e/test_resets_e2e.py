@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import signal
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import pytest
 from connector.publish.lifecycle import Phase
 from tests.e2e.conftest import _ctl, _stack_up, _state_dir
 from tests.e2e.test_rebuild_e2e import Connector, wait_until_mirror_equals_source
+from tests.support.kafka_connect import connect_request
 
 pytestmark = pytest.mark.e2e
 
@@ -123,9 +123,7 @@ def test_a_lost_slot_and_debeziums_new_snapshot_rebuild_every_table_exact(
     reset_stack: dict[str, str], running: Connector
 ) -> None:
     since = time.time()
-    request = urllib.request.Request(f"{reset_stack['connect']}/connectors/{reset_stack['connector']}", method="DELETE")
-    with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 - the stack's local Connect
-        assert answer.status in (200, 204)
+    assert connect_request("DELETE", f"{reset_stack['connect']}/connectors/{reset_stack['connector']}") in (200, 204)
     assert drop_slots(reset_stack["postgres"]), "no slot to drop"
     with psycopg.connect(reset_stack["postgres"], autocommit=True) as conn:  # never streamed: the slot is gone
         conn.execute(f"DELETE FROM {A} WHERE id % 4 = 0")

@@ -17,10 +17,8 @@ deleted meanwhile gone).
 
 from __future__ import annotations
 
-import json
 import signal
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from tests.e2e.conftest import MARIADB_KEYS, _stack_up, _state_dir
 from tests.e2e.mirror_source import connect_mariadb
 from tests.e2e.test_rebuild_e2e import WAIT_S, Connector, wait_until_tables_exact
 from tests.e2e.test_resets_e2e import lines_with, wait_rebuilt
+from tests.support.kafka_connect import connect_json
 
 pytestmark = pytest.mark.e2e
 
@@ -47,12 +46,7 @@ NEW_SNAPSHOT = "Debezium took a new snapshot"
 
 def connect_call(stack: dict[str, str], method: str, path: str, body: dict[str, Any] | None = None) -> Any:
     """One call to the stack's Kafka Connect REST API on its connector; the answer's JSON (``None`` when empty)."""
-    url = f"{stack['connect']}/connectors/{stack['connector']}{path}"
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 - the stack's local Connect
-        text = answer.read()
-    return json.loads(text) if text else None
+    return connect_json(method, f"{stack['connect']}/connectors/{stack['connector']}{path}", body)
 
 
 def failed_task_trace(stack: dict[str, str]) -> str:
