@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from connector import early_stop
 from connector.commands.flags import FLAGS, add_flags, given, settings_overrides
 from connector.errors import ConnectorError
 
@@ -220,6 +221,9 @@ def _add_table_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    if args.command != "run":
+        # Only the service stops gracefully; the tools die of a stop signal as before (one that came is delivered).
+        early_stop.release()
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

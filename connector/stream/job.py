@@ -54,6 +54,9 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     graceful = GracefulStop()
     restore_signals = graceful.install()
     status = JobStatusRecorder()
+    if graceful.requested.is_set():  # a signal during the imports or the settings (``connector.early_stop``)
+        status.stopped(f"stop requested ({graceful.signal_name}) during start-up")
+        return _stopped_before_query(graceful)
     try:
         started = start_up(settings, graceful, status, resume_from_ledger_offsets=resume_from_ledger_offsets)
     except BaseException as exc:

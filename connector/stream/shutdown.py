@@ -19,11 +19,12 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from connector import early_stop
 from connector.errors import ConnectorError
 
 log = logging.getLogger(__name__)
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = early_stop.STOP_SIGNALS
 
 
 class BatchAbandoned(ConnectorError):
@@ -77,6 +78,11 @@ class GracefulStop:
         if self._previous is None:
             self._previous = previous
             logging.getLogger("py4j.clientserver").addFilter(_drop_refusals)
+        # A signal ``python -m connector`` took before this handler existed (the imports, the settings).
+        early = early_stop.requested()
+        if early is not None and not self.requested.is_set():
+            log.warning("%s: stopping (received during start-up)", early)
+            self.request(early)
         return self.restore
 
     def restore(self) -> None:

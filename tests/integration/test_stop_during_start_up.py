@@ -1,9 +1,10 @@
-"""SIGTERM in the first seconds of start-up, on real Kafka and real Spark (issue 23).
+"""SIGTERM at each point of start-up, on real Kafka and real Spark (issues 23 and 52).
 
-Before: the handler was installed only once the SparkSession existed, so a SIGTERM in the first ~10 s killed
-the process (exit 143; Kubernetes saw a failed pod). Now the stop request is taken from the start of ``run``:
-exit 0 within the grace period, nothing published half-way, no JVM left behind, and the next start catches up
-to an exact mirror.
+Before: the handler was installed only once the SparkSession existed (issue 23), then only once ``run`` had
+imported PySpark and read its settings: on a slower CPU a SIGTERM 1 s after start killed the process (exit -15,
+an empty log). Now ``python -m connector`` takes the stop signals before any other import. The points are the
+program's own progress (its signal mask, a log line, its JVM, its ledger), never wall-clock seconds: exit 0 within
+the grace period, nothing published half-way, no JVM left behind, and the next start catches up to an exact mirror.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from connector.storage import LocalStorage
-from tests.integration.test_graceful_stop import GRACE_PERIOD_S, start_streaming
+from tests.integration.test_graceful_stop import GRACE_PERIOD_S, committed_batch, start_streaming
 from tests.integration.test_stream_kafka import assert_mirror_equals, connector_args, prepare
 from tests.support.kafka import run_connector
 
@@ -57,39 +58,71 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_sigterm_at_1_3_and_8_seconds_after_start_exits_zero_and_leaves_no_jvm(
+def catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (``SigCgt`` in /proc: the early handler is in place)."""
+    try:
+        status = (Path("/proc") / str(pid) / "status").read_text()
+    except OSError:
+        return False
+    caught = next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1]
+    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+
+def loaded_arrow(pid: int) -> bool:
+    """Whether the process has mapped Arrow's library: ``run``'s modules import it, the command line does not."""
+    try:
+        return "libarrow.so" in (Path("/proc") / str(pid) / "maps").read_text()
+    except OSError:
+        return True
+
+
+def test_sigterm_at_each_point_of_start_up_exits_zero_and_leaves_no_jvm(
     kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
 ) -> None:
     prefix = "stopatstart"
     workload = prepare(make_topic, kafka_bootstrap, prefix, 3000)
     args = connector_args(kafka_bootstrap, prefix, tmp_path)
     args[args.index("--max-offsets-per-trigger") + 1] = "400"
-    for after_s in (1, 3, 8):
-        log = tmp_path / f"run-{after_s}.log"
+    checkpoint = tmp_path / "cp"
+    # Each point is reached by the program's progress; the signal goes as soon as the test sees it.
+    points: dict[str, Callable[[int, str, set[int]], bool]] = {
+        # The early handler exists before ``run``'s modules (Arrow among them) are imported: on the old code the
+        # only handler came after them, so this point was never reached.
+        "imports": lambda pid, log, jvms: catches_sigterm(pid) and not loaded_arrow(pid),
+        # Settings read, landing zone, ledger and Kafka checked; Spark not started yet.
+        "preflight done": lambda pid, log, jvms: "starting source=" in log,
+        "Spark's start": lambda pid, log, jvms: bool(jvms),
+        "the first batch committed": lambda pid, log, jvms: committed_batch(checkpoint) >= 0,
+    }
+    for point, reached in points.items():
+        log = tmp_path / f"run-{point.replace(' ', '-')}.log"
         process = start_streaming(args, log)
         seen: set[int] = set()
-        signal_at = time.monotonic() + after_s
-        while time.monotonic() < signal_at and process.poll() is None:
+        deadline = time.monotonic() + GRACE_PERIOD_S
+        while not reached(process.pid, log.read_text(errors="replace"), seen):
+            assert process.poll() is None, f"{point}: exited before the point\n{log.read_text()[-4000:]}"
+            assert time.monotonic() < deadline, f"{point}: never reached\n{log.read_text()[-4000:]}"
             seen |= descendants(process.pid)  # the JVM, once PySpark has launched it
-            time.sleep(0.05)
-        assert process.poll() is None, log.read_text()[-4000:]
+            time.sleep(0.005 if point == "imports" else 0.05)
         process.send_signal(signal.SIGTERM)
         try:
             code = process.wait(timeout=GRACE_PERIOD_S)
         except subprocess.TimeoutExpired:
             process.kill()
-            pytest.fail(f"not stopped within the grace period:\n{log.read_text()[-4000:]}")
+            pytest.fail(f"{point}: not stopped within the grace period:\n{log.read_text()[-4000:]}")
         output = log.read_text()
-        assert code == 0, f"SIGTERM {after_s} s after start: exit {code}\n{output[-4000:]}"
+        assert code == 0, f"SIGTERM at {point}: exit {code}\n{output[-4000:]}"
         assert "Traceback" not in output and "Py4JError" not in output, output[-4000:]
         assert "stopped on SIGTERM" in output, output[-4000:]
+        if point == "imports":
+            assert "stopped on SIGTERM during start-up" in output and "starting source=" not in output, output
         # The JVM exits with the driver (its stdin closes); a bounded wait for that, then none may be left.
         deadline = time.monotonic() + 60
         while any(alive(pid) for pid in seen) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not [pid for pid in seen if alive(pid)], f"left behind after SIGTERM at {after_s} s: {seen}"
+        assert not [pid for pid in seen if alive(pid)], f"left behind after SIGTERM at {point}: {seen}"
         assert not list((tmp_path / "lz").rglob("_staged_*"))  # nothing half-published
-        assert not list((tmp_path / "cp" / "ledger" / "plans").glob("*.json"))
+        assert not list((checkpoint / "ledger" / "plans").glob("*.json"))
     finished = run_connector(*args)
     assert finished.returncode == 0, finished.stderr[-4000:]
     assert_mirror_equals(LocalStorage(tmp_path / "lz"), workload)
