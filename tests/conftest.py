@@ -62,6 +62,13 @@ SLOW_FOLDERS = ("e2e", "integration")
 # Deployment tests that start real tools: kube-apiserver and etcd, a wheel built and installed, the Dockerfile's steps.
 SLOW_MODULES = ("deploy/test_kube_apiserver.py", "deploy/test_packaging.py", "deploy/test_dockerfile.py")
 TESTS_ROOT = Path(__file__).resolve().parent
+# The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup``, pyproject.toml): every end-to-end test in
+# one group, so one worker runs them in order on the stacks they share (tests/e2e/conftest.py), while the other
+# runs the unit, integration and deployment tests beside it. Each worker starts its own brokers and stacks in
+# temporary state folders on free ports, so nothing they start collides.
+STACK_FOLDER = "e2e/"
+# The worker that writes the suite's class archive (the others map it once it exists): one writer, not two.
+ARCHIVE_WRITER = "gw0"
 # JIT tier 1 only for the suite's short-lived JVMs (the module docstring); SerialGC: Spark's small test heaps.
 TEST_JVM_OPTIONS = {
     "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
@@ -75,6 +82,8 @@ TEST_JVM_OPTIONS = {
 _SUITE_SETS_SPARK_OPTIONS = "SPARK_SUBMIT_OPTS" not in os.environ
 # A missing archive is written beside the first tests; the first test that may start a Spark driver waits for it.
 _archive_writer: threading.Thread | None = None
+# Whether this process has yet to map the archive (another worker may be writing it).
+_archive_pending = False
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -89,13 +98,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     A missing one is written (``python -m connector class-archive``) while the deployment tests run: they come
     first, and a Spark driver one of them starts only goes without it.
     """
-    global _archive_writer
+    global _archive_writer, _archive_pending
     if not _SUITE_SETS_SPARK_OPTIONS or not any(item.get_closest_marker("slow") for item in session.items):
         return
     archive = archive_for_this_java()
     if archive.is_file():
         _map_class_archive(archive)
         return
+    _archive_pending = True
+    if os.environ.get("PYTEST_XDIST_WORKER", ARCHIVE_WRITER) != ARCHIVE_WRITER:
+        return  # mapped at this worker's first Spark test if the writer has finished by then (pytest_runtest_setup)
     _archive_writer = threading.Thread(
         target=_write_class_archive, args=(archive, dict(os.environ)), name="spark-class-archive", daemon=True
     )
@@ -104,11 +116,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Before the first test outside tests/deploy: the class archive written, and mapped by every driver after."""
-    global _archive_writer
-    if _archive_writer is None or item.path.is_relative_to(TESTS_ROOT / "deploy"):
+    global _archive_writer, _archive_pending
+    if not _archive_pending or item.path.is_relative_to(TESTS_ROOT / "deploy"):
         return
-    _archive_writer.join()
-    _archive_writer = None
+    if _archive_writer is not None:
+        _archive_writer.join()
+        _archive_writer = None
+    _archive_pending = False
     archive = archive_for_this_java()
     if archive.is_file():
         _map_class_archive(archive)
@@ -137,6 +151,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             or any(item.get_closest_marker(name) for name in SLOW_MARKERS)
         ):
             item.add_marker(pytest.mark.slow)
+        if path.startswith(STACK_FOLDER):
+            item.add_marker(pytest.mark.xdist_group(STACK_FOLDER))
 
 
 @pytest.fixture(scope="session")

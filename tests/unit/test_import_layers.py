@@ -3,7 +3,8 @@
 Layers, top to bottom (a module may import its own package and anything on a lower layer):
 ``__main__`` → ``commands`` → ``stream`` → ``readback``, ``mirror_writer`` → ``sink`` → ``operate`` → ``fabric`` →
 ``publish`` → ``collect`` → ``landing_zone`` → ``debezium``, ``kafka_client``, ``record_columns`` → ``config`` →
-``storage`` → ``secrets``, ``kcat`` → ``errors``, ``events``. Every import counts, also those inside functions.
+``storage`` → ``secrets``, ``kcat`` → ``errors``, ``events``, ``early_stop``. Every import counts, also those
+inside functions.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ LAYERS: dict[str, int] = {
     "connector": 0,  # the package's face: the version
     "errors": 0,
     "events": 0,
+    "early_stop": 0,  # the stop signals of python -m connector, before any import (stdlib only)
     "secrets": 1,
     "kcat": 1,
     "storage": 2,
