@@ -311,6 +311,14 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
         _print_jvm_threads(groups, executor_cpu, per_million, len(executors.last) - 1)
     later_cpu_per_million = _print_later_cpu(batches, executor_cpu, groups, events, first_events)
     print(f"cpu={cpu_model()} load_average={load_average()} spark={_spark_version()}")
+    # The figures that travel between CPUs: the executors' CPU per event over the plain consumer's, both this run.
+    consumer_per_million = consumer.cpu_s * per_million
+    cpu_ratio = executor_cpu * per_million / consumer_per_million if consumer_per_million else 0.0
+    later_cpu_ratio = later_cpu_per_million / consumer_per_million if consumer_per_million else 0.0
+    print(
+        f"ratio: executors {cpu_ratio:.2f}x the plain consumer's CPU per event over the whole run, "
+        f"{later_cpu_ratio:.2f}x after the first batch; later batches {later_rate / limit_a:.2f}x its rate"
+    )
     print(
         f"master={args.spark_master} events_per_second={rate:.0f} consumer_limit={limit_a:.0f} "
         f"writer_limit={limit_b:.0f} ratio={rate / min(limit_a, limit_b):.2f} "
@@ -318,7 +326,8 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
         f"consumer_cpu_s_per_1m={consumer.cpu_s * per_million:.2f} "
         f"later_executor_cpu_s_per_1m={later_cpu_per_million:.2f} "
         f"first_batch_s={first_s:.2f} later_events_per_second={later_rate:.0f} "
-        f"later_ratio={later_rate / limit_a:.2f}"
+        f"later_ratio={later_rate / limit_a:.2f} "
+        f"executor_cpu_ratio={cpu_ratio:.2f} later_executor_cpu_ratio={later_cpu_ratio:.2f} cpu={cpu_model()!r}"
     )
     return 0
 

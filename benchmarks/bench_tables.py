@@ -442,6 +442,14 @@ def bench_trickle(args: argparse.Namespace) -> int:
         f"(mean {mean_ms:.1f} ms per changed table); service exit {stop_code} on SIGTERM"
     )
     print(f"limit: bare client, create+rename of {tables} small files with 16 threads: {limit_s:.2f} s")
+    # The figure that travels between CPUs: a changed table's marginal cost over a bare create + rename of one file,
+    # both measured in this run on this machine.
+    per_file_ms = limit_s * 1000 / max(1, tables)
+    marginal_ratio = marginal * 1000 / per_file_ms if per_file_ms > 0 else 0.0
+    print(
+        f"ratio: {marginal * 1000:.1f} ms per changed table = {marginal_ratio:.1f}x the bare client's "
+        f"{per_file_ms:.2f} ms per file (create + rename) in this run"
+    )
     print(f"cpu={cpu_model()} load_average(start,caught-up,end)={' '.join(loads)}")
     if problem:
         print(f"MIRROR NOT EXACT: {problem}")
@@ -451,6 +459,7 @@ def bench_trickle(args: argparse.Namespace) -> int:
         f"trickle tables={tables} partitions={partitions} trigger={args.trigger} "
         f"{settings_varied(args)} catch_up_batch_s={catch_up_s:.1f} "
         f"catch_up_wall_s={catch_up_wall:.1f} steady_batches={len(steady)} fixed_s={fixed:.2f} "
-        f"marginal_ms_per_table={marginal * 1000:.1f} mean_ms_per_table={mean_ms:.1f} limit_s={limit_s:.2f}"
+        f"marginal_ms_per_table={marginal * 1000:.1f} mean_ms_per_table={mean_ms:.1f} limit_s={limit_s:.2f} "
+        f"marginal_ratio_to_bare_file={marginal_ratio:.1f} cpu={cpu_model()!r}"
     )
     return 0
