@@ -35,6 +35,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,11 +63,11 @@ SLOW_FOLDERS = ("e2e", "integration")
 # Deployment tests that start real tools: kube-apiserver and etcd, a wheel built and installed, the Dockerfile's steps.
 SLOW_MODULES = ("deploy/test_kube_apiserver.py", "deploy/test_packaging.py", "deploy/test_dockerfile.py")
 TESTS_ROOT = Path(__file__).resolve().parent
-# The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup``, pyproject.toml): every end-to-end test in
-# one group, so one worker runs them in order on the stacks they share (tests/e2e/conftest.py), while the other
-# runs the unit, integration and deployment tests beside it. Each worker starts its own brokers and stacks in
-# temporary state folders on free ports, so nothing they start collides.
-STACK_FOLDER = "e2e/"
+# The suite runs on two pytest-xdist workers (``-n 2``, pyproject.toml): every end-to-end test in one unit of work
+# (``pytest_xdist_make_scheduler``), so one worker runs them in order on the stacks they share
+# (tests/e2e/conftest.py), while the other runs the unit, integration and deployment tests beside it. Each worker
+# starts its own brokers in temporary state folders on free ports, so nothing they start collides.
+STACK_FOLDER = "tests/e2e/"
 # The worker that writes the suite's class archive (the others map it once it exists): one writer, not two.
 ARCHIVE_WRITER = "gw0"
 # JIT tier 1 only for the suite's short-lived JVMs (the module docstring); SerialGC: Spark's small test heaps.
@@ -140,6 +141,21 @@ def _map_class_archive(archive: Path) -> None:
     os.environ["SPARK_SUBMIT_OPTS"] += " " + archive_java_options(str(archive))
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's per-scope scheduler with the end-to-end tests as one scope: one worker runs them all, in order.
+
+    (xdist's own ``loadgroup`` cannot do it with pytest 9: it renames node ids through an attribute pytest 9 no
+    longer reads, so every test stayed a group of its own and both workers started the shared stacks.)
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class StacksOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return STACK_FOLDER if nodeid.startswith(STACK_FOLDER) else nodeid
+
+    return StacksOnOneWorker(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: it must see the added marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``slow`` every test that starts a stack, a broker or a JVM (see the module docstring)."""
@@ -151,8 +167,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             or any(item.get_closest_marker(name) for name in SLOW_MARKERS)
         ):
             item.add_marker(pytest.mark.slow)
-        if path.startswith(STACK_FOLDER):
-            item.add_marker(pytest.mark.xdist_group(STACK_FOLDER))
 
 
 @pytest.fixture(scope="session")
