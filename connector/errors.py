@@ -92,7 +92,7 @@ class SchemaChanged(TableStopped):
 class TableReset(TableStopped):
     """The source reset a table (a TRUNCATE, a new Debezium snapshot): the mirror rebuilds it rather than stop it.
 
-    ``cause`` (``truncate``, ``new_snapshot``, ``snapshot_restart``) is the reason label of
+    ``cause`` (``truncate``, ``new_snapshot``, ``snapshot_restart``, ``keyless_change``) is the reason label of
     ``cdc_mirror_table_resets_total``; ``reason`` the one log line, naming topic, partition and offset.
     """
 

@@ -35,10 +35,11 @@ from connector.config import MirrorSettings, SourceSettings
 from connector.errors import ConfigError
 from connector.events import KafkaRecord
 from connector.operate.deadletter import DeadLetterWriter
-from connector.operate.rebuild import FabricTables, SnapshotSignal, TableRebuilder
+from connector.operate.rebuild import FabricTables, SnapshotSignal, TableRebuilder, requested_tables
 from connector.publish.audit_deletes import delete_slice
 from connector.publish.batch_plan import BatchInput, BatchPlanner, retried_folders
 from connector.publish.batch_result import BatchResult
+from connector.publish.empty_tables import EmptyTable
 from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, LedgerState
 from connector.publish.lifecycle import Phase
 from connector.publish.publisher import highest_number, publish_plan, remove_leftovers, table_folders
@@ -213,6 +214,23 @@ class MirrorSink:
         tables = self._ledger.state.tables.items()
         return {tid: t.lifecycle.phase.value for tid, t in tables if t.lifecycle.is_rebuilding}
 
+    def healing(self, table_id: str) -> str | None:
+        """Why ``table_id`` is being rebuilt or refreshed, requested or under way; ``None`` while it runs steadily.
+
+        Safe from another thread (the audit's). It reads a request not taken yet, then the plan being published, then
+        the committed state, in this order: the sink commits a rebuild it takes from a request before it removes the
+        request, and a plan is committed before it is dropped, so a rebuild is never between two reads unseen.
+        """
+        if table_id in requested_tables(self._ledger.storage):
+            return "rebuild requested"
+        unpublished = self._unpublished
+        for state in (unpublished.state if unpublished is not None else None, self._ledger.state):
+            table = state.tables.get(table_id) if state is not None else None
+            if table is not None and not table.lifecycle.steady:
+                track = table.lifecycle.snapshot
+                return table.lifecycle.phase.value + (f", snapshot {track.state.value}" if track is not None else "")
+        return None
+
     def advance_rebuilds(self, batch_id: int | None = None) -> bool:
         """Take rebuild requests and move rebuilds on; ``True`` when a table's state changed.
 
@@ -253,6 +271,10 @@ class MirrorSink:
         """
         with self.lock:
             self._audit_deletes.setdefault(table_id, []).extend(keys)
+
+    def queue_empty_tables(self, tables: Sequence[EmptyTable]) -> None:
+        """Publish a zero-row file for each of ``tables`` with the next batches, until each has a file."""
+        self._plans.empty_tables = list(tables)
 
     def with_audit_deletes(self, batch_id: int, given: BatchInput) -> BatchInput:
         """``given`` with the queued deletes as a first slice, staged here (``connector.publish.audit_deletes``)."""
@@ -365,6 +387,7 @@ class MirrorSink:
         """
         # 1. Collect here what the executors did not: the records given here, those slices deferred (keep-last).
         slices = self._plans.collect_here(batch_id, given, lambda: self.collect_context(defer_keep_last=False))
+        slices = self._plans.with_empty_tables(batch_id, slices)  # captured tables no event announced yet
         # 2. Join each table's pieces in Kafka order.
         merged = merge_slices(slices, result)
         # 3. A topic of another source, or one landing in another topic's folder, fails the batch here, before any

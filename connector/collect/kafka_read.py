@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connector.errors import ConnectorError, TransientError
+from connector.kafka.entra_token import with_token_callback
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +325,8 @@ def _consumer(options: tuple[tuple[str, str], ...]) -> Consumer:
     """One consumer per worker process and settings (Spark reuses its Python workers across tasks and batches)."""
     consumer = _consumers.get(options)
     if consumer is None:
-        consumer = _consumers[options] = Consumer(dict(options))
+        # An Entra identity travels as its description; its token callback is made in this worker.
+        consumer = _consumers[options] = Consumer(with_token_callback(dict(options)))
     return consumer
 
 

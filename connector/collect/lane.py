@@ -164,7 +164,11 @@ class ColumnarLane:
         # Mark.
         if holds_placeholder(parsed, self.mirror.unavailable_value_placeholder):
             decline("a value is an unavailable (TOASTed) placeholder")
-        spec = self._marker_specs[self._replay_safe or ref.id in self.context.upsert_tables]
+        changes_rows = pc.is_in(parsed.column("op"), pa.array([Op.UPDATE.value, Op.DELETE.value]))
+        if not key_columns and pc.any(changes_rows).as_py():
+            decline("an update or delete of a keyless table")  # the record path rebuilds or stops the table
+        # A keyless table's rows are inserts (no key for an upsert to match: ``marking.RowMarkerMapper``).
+        spec = self._marker_specs[bool(key_columns) and (self._replay_safe or ref.id in self.context.upsert_tables)]
         markers, rows = mark_parsed(parsed, list(row_columns), key_columns, spec)
         # Type.
         if inferring:
@@ -180,10 +184,8 @@ class ColumnarLane:
         return piece, tombstones
 
     def _key_columns(self, ref: TableRef, key_fields: tuple[str, ...], settings: TableSettings) -> tuple[str, ...]:
-        keys = key_columns_for(ref.id, key_fields, settings.key_columns, self.context)
-        if keys is None:
-            decline("no key columns")  # the record path stops the table, naming the record
-        return keys
+        """The table's key columns; none for a keyless table (its inserts only are taken here)."""
+        return key_columns_for(ref.id, key_fields, settings.key_columns, self.context) or ()
 
     def _row_columns(self, ref: TableRef, columns: Mapping[str, ColumnType] | None) -> dict[str, ColumnType] | None:
         """Each row column's type: the schema's, for schemaless JSON the established one, else None (infer)."""

@@ -4,6 +4,10 @@ c→0 (4 with replay-safe inserts), r→0 (likewise), u→1, d→2. An update th
 a delete of the old key then an insert of the new one. Debezium's own key-change pair (delete with
 ``__debezium.newkey``, then create with ``__debezium.oldkey``) already has that shape and passes through.
 Unavailable (TOASTed) placeholders are filled here, so none can reach a file.
+
+A table without a key (``key_columns`` empty) is mirrored without ``keyColumns``: Fabric can only insert into
+it, so its creates and reads are inserts (0) and an update or delete, which no row marker can express without
+a key, raises ``keyless_change`` (a rebuild, or a stop under ``mirror.keyless_changes: stop``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import pyarrow.compute as pc
 
 from connector.collect.toast_store import KeyTuple, Row, ToastStore
 from connector.debezium.envelope import ChangeEvent
-from connector.errors import TableStopped, decline
+from connector.errors import TableReset, TableStopped, decline, rebuild_hint
 from connector.events import Op, RowMarker
 
 NEW_KEY_HEADER = "__debezium.newkey"
@@ -27,6 +31,30 @@ NEW_KEY_HEADER = "__debezium.newkey"
 # ``rows`` runs per record: the ops it compares with, bound once (see ``Op``).
 _INSERT_OPS = frozenset({Op.CREATE, Op.READ})
 _UPDATE, _DELETE = Op.UPDATE, Op.DELETE
+
+
+#: ``TableReset.cause`` of an update or delete of a keyless table (the ``cdc_mirror_table_resets_total`` label).
+KEYLESS_CHANGE = "keyless_change"
+
+
+def keyless_change(table_id: str, event: ChangeEvent, policy: str) -> TableStopped:
+    """The one line for an update or delete of a table without a key: its rebuild (``TableReset``), or its stop."""
+    record = event.record
+    what = "an update" if event.op == _UPDATE else "a delete"
+    head = (
+        f"{record.position}: {what} of table {table_id}, which has no key (no primary key, no "
+        f"mirror.tables[{record.topic!r}].key_columns): open mirroring mirrors it without keyColumns, inserts only"
+    )
+    if policy == "stop":
+        return TableStopped(
+            table_id, f"{head}; stopped (mirror.keyless_changes: stop): give it a key, then {rebuild_hint(table_id)}"
+        )
+    return TableReset(
+        table_id,
+        f"{head}; rebuilding it (mirror.keyless_changes: rebuild): folder deleted, Fabric waited for, then re-read "
+        "by a Debezium blocking snapshot",
+        KEYLESS_CHANGE,
+    )
 
 
 class MarkerSpec:
@@ -86,10 +114,13 @@ class RowMarkerMapper:
         placeholder: str,
         toastable_columns: frozenset[str] | None,
         toast_store: ToastStore | None,
+        keyless_changes: str = "rebuild",
     ) -> None:
         self.table_id = table_id
         self.key_columns = key_columns
-        spec = MarkerSpec(replay_safe_inserts)
+        # Without keyColumns an upsert has no key to match: insert is the one operation Fabric defines there.
+        spec = MarkerSpec(replay_safe_inserts and bool(key_columns))
+        self._keyless_changes = keyless_changes if not key_columns else None
         self._insert, self._key_change = spec.insert, spec.key_change
         self._toast_policy = toast_policy
         self._placeholders: tuple[Any, ...] = (*placeholder_values(placeholder), [placeholder])
@@ -103,6 +134,8 @@ class RowMarkerMapper:
         if op in _INSERT_OPS:
             after = self._fill_placeholders(event, event.after or {}, None)
             return [(self._insert, self._remember(after))]
+        if self._keyless_changes is not None and op in (_UPDATE, _DELETE):
+            raise keyless_change(self.table_id, event, self._keyless_changes)
         if op == _UPDATE:
             before = event.before
             after = event.after or {}

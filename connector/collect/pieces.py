@@ -305,10 +305,10 @@ class Collected:
 def key_columns_for(
     table_id: str, key_fields: tuple[str, ...] | None, configured: list[str] | None, context: CollectContext
 ) -> tuple[str, ...] | None:
-    """The one key-column rule of both paths; ``None`` when a table has none (it cannot be mirrored).
+    """The one key-column rule of both paths; ``None`` when a table has none.
 
     The table's configured ``key_columns``, else the event's key fields, else the keys the ledger already holds
-    for the table. Without any, the record path stops the table and the lane leaves the topic to it.
+    for the table. Without any, the table is keyless: mirrored without keyColumns, inserts only.
     """
     if configured:
         return tuple(configured)

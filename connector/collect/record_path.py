@@ -406,21 +406,16 @@ class SliceCollector:
         )
 
     def _key_columns(self, tid: str, event: ChangeEvent, settings: TableSettings) -> tuple[str, ...]:
-        keys = key_columns_for(tid, event.key_fields, settings.key_columns, self.context)
-        if keys is not None:
-            return keys
-        raise TableStopped(
-            tid,
-            f"{event.record.position}: the event has no key, so updates and deletes cannot be mirrored; "
-            f"give the table a primary key or set mirror.tables[{event.record.topic!r}].key_columns",
-        )
+        """The table's key columns; none for a keyless table (mirrored without keyColumns: inserts only)."""
+        return key_columns_for(tid, event.key_fields, settings.key_columns, self.context) or ()
 
     def _mapper(
         self, tid: str, key_columns: tuple[str, ...], event: ChangeEvent, settings: TableSettings
     ) -> RowMarkerMapper:
         policy = settings.toast_policy or self.mirror.toast_policy
         store = None
-        if policy == "keep-last" and self._toast_stores is not None:
+        # A keyless table's rows have no key to remember values by (and its inserts hold no placeholder).
+        if policy == "keep-last" and self._toast_stores is not None and key_columns:
             store = self._toast_stores.get(tid)
         toastable = None
         if event.columns is not None:
@@ -433,6 +428,7 @@ class SliceCollector:
             placeholder=self.mirror.unavailable_value_placeholder,
             toastable_columns=toastable,
             toast_store=store,
+            keyless_changes=settings.keyless_changes or self.mirror.keyless_changes,
         )
 
     def _declared_decimals(self, ref: TableRef) -> dict[str, DeclaredDecimal]:

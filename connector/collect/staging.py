@@ -28,7 +28,7 @@ from connector.collect.per_table import for_each_table
 from connector.collect.pieces import CollectContext, Collected, StagedFile, TablePiece
 from connector.collect.table_buffer import MARKER_TYPE
 from connector.config import MirrorSettings
-from connector.events import ROW_MARKER_COLUMN
+from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing_zone.layout import staged_file_name
 from connector.storage.base import Storage, join
 
@@ -63,15 +63,21 @@ def marker_free_rows(context: CollectContext, file_format: FileFormat, piece: Ta
     ``mirror.initial_load: marker-free``, Parquet (delimited text always has the marker), a table none of whose
     files had the marker and that is not being re-read by a rebuild's incremental snapshot: the piece's leading
     initial-snapshot reads (``InitialLoad.rows``).
+
+    A keyless table's rows are all inserts (an update or delete rebuilds or stops it): every file of it is
+    marker-free. The seed makes the marker mandatory "only for incremental changes to apply update/delete/upsert"
+    and reads a file without it as whole-file inserts, so such a table never needs the marker, keeps Fabric's
+    fast path (marker-free, insert-only Parquet) for good, and identical rows all arrive (no key to match).
     """
+    keyless = not piece.key_columns
     if (
         context.mirror.initial_load != "marker-free"
         or file_format.is_delimited
         or table_id in context.incremental
-        or table_id in context.upsert_tables
+        or (table_id in context.upsert_tables and not keyless)
     ):
         return 0
-    return min(piece.initial.rows, piece.rows)
+    return piece.rows if keyless else min(piece.initial.rows, piece.rows)
 
 
 def stage_slice(landing: Storage, batch_id: int, collected: Collected, context: CollectContext) -> Collected:
@@ -149,10 +155,15 @@ def restage(
     return restaged
 
 
-def with_marker(table: pa.Table) -> pa.Table:
-    """A marker-free (snapshot-only) table with ``__rowMarker__`` appended as upserts."""
-    markers = pa.array([SNAPSHOT_UPSERT_MARKER] * table.num_rows, type=MARKER_TYPE)
+def with_marker(table: pa.Table, marker: int = SNAPSHOT_UPSERT_MARKER) -> pa.Table:
+    """A marker-free (snapshot-only) table with ``__rowMarker__`` appended as upserts (or ``marker``)."""
+    markers = pa.array([marker] * table.num_rows, type=MARKER_TYPE)
     return table.append_column(pa.field(ROW_MARKER_COLUMN, MARKER_TYPE, nullable=False), markers)
+
+
+def with_insert_marker(table: pa.Table) -> pa.Table:
+    """A keyless table's marker-free rows with ``__rowMarker__`` appended as inserts (no key to upsert by)."""
+    return with_marker(table, int(RowMarker.INSERT))
 
 
 def cast_to(schema: pa.Schema) -> TableChange:

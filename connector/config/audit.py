@@ -20,7 +20,10 @@ class AuditSettings(FrozenModel):
 
     enabled: bool = Field(False, description="Run the continuous audit in the streaming job.")
     interval_s: float = Field(
-        900.0, gt=0, description="Seconds from the start of one audit round to the next (each table once a round)."
+        900.0,
+        gt=0,
+        description="Seconds from the start of one audit round to the next (each table once a round); a round "
+        "that took longer is followed by a pause of interval_s.",
     )
     tables: list[str] = Field(
         default_factory=list, description="Tables audited (schema.table); empty: every table the ledger knows."

@@ -54,6 +54,9 @@ class TableSettings(FrozenModel):
     poison_policy: Literal["stop", "dead-letter"] | None = Field(
         None, description="Overrides mirror.poison_policy for this topic."
     )
+    keyless_changes: Literal["rebuild", "stop"] | None = Field(
+        None, description="Overrides mirror.keyless_changes for this topic."
+    )
     schema_changes: SchemaChangeSettings | None = Field(
         None, description="Overrides mirror.schema_changes for this topic (the whole block)."
     )
@@ -119,6 +122,12 @@ class MirrorSettings(FrozenModel):
         description="Write creates and snapshot reads as upserts (4) instead of inserts (0), so events "
         "Debezium re-sends after a restart cannot duplicate rows (0 does no duplicate-key check). "
         "Opt out (false) only for an insert-only source that never restarts.",
+    )
+    keyless_changes: Literal["rebuild", "stop"] = Field(
+        "rebuild",
+        description="An update or delete of a table without a key (no primary key, no key_columns): open "
+        "mirroring mirrors such a table without keyColumns, inserts only. 'rebuild' rebuilds the table (folder "
+        "deleted, Fabric waited for, Debezium blocking snapshot); 'stop' stops the table.",
     )
     truncate_policy: Literal["rebuild", "fail", "ignore", "recreate"] = Field(
         "rebuild",

@@ -11,6 +11,16 @@ from connector.secrets import redact, resolve_secret_references
 from connector.storage import CredentialKind
 from connector.storage.identity import CredentialConfig
 
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def _jaas_quoted(value: str) -> str:
+    """A value inside a JAAS line's double quotes (backslash and quote escaped, as the Java parser reads them)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
 
 class SchemaRegistrySettings(FrozenModel):
     """The Confluent-compatible schema registry that holds the Avro writer schemas (value_format avro).
@@ -67,6 +77,34 @@ class DeadLetterSettings(FrozenModel):
         return CredentialConfig.of(self.credential)
 
 
+class KafkaAuthSettings(FrozenModel):
+    """How the Kafka clients prove who they are beyond ``kafka_options``: ``entra`` for Microsoft Entra ID.
+
+    ``entra`` (SASL OAUTHBEARER, e.g. Azure Event Hubs): every client of the process, the executors' readers
+    included, gets its tokens from azure-identity with the same identity settings as ``landing_zone.credential``,
+    so no password is needed where the platform gives the pod an identity.
+    """
+
+    kind: Literal["none", "entra"] = Field(
+        "none", description="none (kafka_options say it all) or entra (SASL OAUTHBEARER tokens from Entra ID)."
+    )
+    credential: CredentialKind | CredentialConfig = Field(
+        "default",
+        description="kind entra: the Azure identity (as landing_zone.credential): a kind, or its settings "
+        "(kind, tenant_id, client_id, federated_token_file, client_secret_file, …).",
+    )
+    scope: str | None = Field(
+        None,
+        description="kind entra: the token scope; default https://<namespace>.servicebus.windows.net/.default from "
+        "the first bootstrap server when it is an Event Hubs namespace, else required.",
+    )
+
+    @property
+    def identity(self) -> CredentialConfig:
+        """The identity, whichever form the setting has."""
+        return CredentialConfig.of(self.credential)
+
+
 class SourceSettings(FrozenModel):
     """Where change events come from."""
 
@@ -98,13 +136,24 @@ class SourceSettings(FrozenModel):
         None, gt=0, description="Spark splits a Kafka partition's range into tasks of at most this many records."
     )
     kafka_options: dict[str, str] = Field(
-        default_factory=dict, description="Kafka client options; ${env:X}/${file:P} for secrets."
+        default_factory=dict,
+        description="librdkafka client options (security.protocol, sasl.mechanisms, sasl.username, "
+        "ssl.ca.location, …), used as they are by every client; ${env:X}/${file:P} for secrets. The Java "
+        "client's forms (a kafka. prefix, a PLAIN/SCRAM sasl.jaas.config, PEM trust stores) still work, with a "
+        "warning that names the librdkafka key.",
     )
+    kafka_auth: KafkaAuthSettings = Field(default_factory=KafkaAuthSettings)
     reader: Literal["direct", "spark"] = Field(
         "direct",
         description="How the executors read a micro-batch's records: 'direct' (Spark plans the offsets, its "
         "Python workers read them with librdkafka: far less CPU per record) or 'spark' (Spark's own Kafka source "
         "reads them, for kafka_options librdkafka has no form of, such as JKS stores; chosen by itself then).",
+    )
+    planner: Literal["python", "spark"] = Field(
+        "python",
+        description="What plans the micro-batches' Kafka offsets: 'python' (the connector's own Spark source, "
+        "librdkafka; no Kafka jars on Spark's class path) or 'spark' (Spark's Java Kafka source; chosen by itself "
+        "when kafka_options hold options librdkafka has no form of). Either continues the other's checkpoint.",
     )
     path: str | None = Field(None, description="Folder of *.jsonl kcat dumps for kind=files.")
     value_format: Literal["json", "avro"] = Field(
@@ -159,13 +208,41 @@ class SourceSettings(FrozenModel):
             raise ValueError(msg)
         return self
 
+    @model_validator(mode="after")
+    def _entra_needs_the_direct_reader(self) -> SourceSettings:
+        java = [f"source.{name} spark" for name in ("reader", "planner") if getattr(self, name) == "spark"]
+        if self.kafka_auth.kind == "entra" and java:
+            msg = (
+                f"source.kafka_auth.kind entra does not work with {' and '.join(java)}: Spark's Java Kafka source "
+                "cannot get its tokens from azure-identity"
+            )
+            raise ValueError(msg)
+        return self
+
     def resolved_kafka_options(self) -> dict[str, str]:
-        """Kafka options with secret references resolved, prefixed ``kafka.`` for Spark's source."""
-        out = {}
-        for key, raw in self.kafka_options.items():
-            name = key if key.startswith("kafka.") else f"kafka.{key}"
-            out[name] = resolve_secret_references(raw, f"source.kafka_options.{key}")
-        return out
+        """Kafka options with secret references resolved, in the Java client's names, prefixed ``kafka.`` for Spark.
+
+        Spark's own source speaks the Java client's dialect: librdkafka's SASL user and password become a
+        ``sasl.jaas.config`` line and a PEM ``ssl.ca.location`` a PEM trust store; other names are passed as they
+        are (the Java client ignores, with a warning, names it does not know).
+        """
+        resolved = {
+            key.removeprefix("kafka."): resolve_secret_references(raw, f"source.kafka_options.{key}")
+            for key, raw in self.kafka_options.items()
+        }
+        mechanism = resolved.pop("sasl.mechanisms", None)
+        if mechanism:
+            resolved.setdefault("sasl.mechanism", mechanism)
+        user, password = resolved.pop("sasl.username", None), resolved.pop("sasl.password", None)
+        if user is not None and password is not None and "sasl.jaas.config" not in resolved:
+            module = _JAAS_MODULES["SCRAM" if resolved.get("sasl.mechanism", "").startswith("SCRAM") else "PLAIN"]
+            resolved["sasl.jaas.config"] = (
+                f'{module} required username="{_jaas_quoted(user)}" password="{_jaas_quoted(password)}";'
+            )
+        ca = resolved.pop("ssl.ca.location", None)
+        if ca and "ssl.truststore.location" not in resolved:
+            resolved.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": ca})
+        return {f"kafka.{key}": value for key, value in resolved.items()}
 
     def redacted_kafka_options(self) -> dict[str, str]:
         """Kafka options safe to log."""

@@ -73,7 +73,12 @@ def payloads(
 
 
 def key_fields(keys: pa.ChunkedArray, first: KafkaRecord) -> tuple[str, ...]:
-    """Key columns of every record; each key must be JSON the record path would read the same way."""
+    """Key columns of every record; each key must be JSON the record path would read the same way.
+
+    No record with a key: none (a keyless table; Debezium sends a null key).
+    """
+    if keys.null_count == len(keys):
+        return ()
     if keys.null_count:
         decline("a record has no key")
     try:

@@ -107,8 +107,12 @@ DELIMITED_SEPARATORS: Mapping[str, str] = MappingProxyType({"csv": ",", "tsv": "
 
 
 def table_metadata(key_columns: tuple[str, ...], extra: dict[str, Any]) -> dict[str, Any]:
-    """The content of a table's ``_metadata.json``."""
-    return {KEY_COLUMNS: list(key_columns), **extra}
+    """The content of a table's ``_metadata.json``; without ``keyColumns`` for a keyless table.
+
+    The seed: "If ``keyColumns`` or ``_metadata.json`` isn't specified, then update/deletes aren't possible", so a
+    table without a key is declared with no key rather than an empty one.
+    """
+    return {KEY_COLUMNS: list(key_columns), **extra} if key_columns else dict(extra)
 
 
 def delimited_text_metadata(schema: pa.Schema, extension: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from connector.collect.poison import DeadLetter
 from connector.config import DeadLetterSettings, SourceSettings
 from connector.errors import ConfigError
-from connector.kafka_client import client_security_options
+from connector.kafka_client import client_config
 from connector.operate.deadletter import DeadLetterError, DeadLetterUnavailable, DeadLetterWriter
 from connector.secrets import redact, resolve_secret_references
 
@@ -28,19 +28,16 @@ HEADER_PREFIX = "deadletter."
 def producer_config(source: SourceSettings, config: DeadLetterSettings, bootstrap: str) -> dict[str, Any]:
     """Producer options (librdkafka names) for the dead-letter topic.
 
-    Security options come from ``source.kafka_options`` (the source's brokers usually host the dead-letter
-    topic): options librdkafka shares with the Java client are taken as they are, and a PLAIN / SCRAM
-    ``sasl.jaas.config`` becomes ``sasl.username`` / ``sasl.password``. Java-only options (JKS key and
-    trust stores, callback classes) have no librdkafka equivalent; they are skipped and named in a log
-    line, and ``dead_letter.producer_options`` can supply the librdkafka form. Idempotence, ``acks=all``
-    and the delivery timeout are always set.
+    Security options come from ``source.kafka_options`` and ``source.kafka_auth`` (the source's brokers usually
+    host the dead-letter topic), as for every client (``connector.kafka_client.client_config``);
+    ``dead_letter.producer_options`` win over them and may give the librdkafka form of a Java-only option.
+    Idempotence, ``acks=all`` and the delivery timeout are always set.
     """
-    options, skipped = client_security_options(source)
-    if skipped:
-        _LOG.info("dead-letter producer: source.kafka_options without a librdkafka equivalent skipped: %s", skipped)
-    for key, raw_value in config.producer_options.items():
-        options[key] = resolve_secret_references(raw_value, f"dead_letter.producer_options.{key}")
-    options.update(
+    extra: dict[str, Any] = {
+        key: resolve_secret_references(raw_value, f"dead_letter.producer_options.{key}")
+        for key, raw_value in config.producer_options.items()
+    }
+    extra.update(
         {
             "bootstrap.servers": bootstrap,
             "enable.idempotence": True,
@@ -48,7 +45,7 @@ def producer_config(source: SourceSettings, config: DeadLetterSettings, bootstra
             "message.timeout.ms": int(config.delivery_timeout_s * 1000),
         }
     )
-    return options
+    return client_config(source, **extra)
 
 
 class KafkaDeadLetterWriter(DeadLetterWriter):

@@ -107,7 +107,8 @@ TABLE_RESETS = Counter(
     "cdc_mirror_table_resets",
     "Rebuilds begun because the source reset a table, by reason: truncate (mirror.truncate_policy: rebuild), "
     "new_snapshot (Debezium snapshotted it again after its initial load: a slot or offsets lost), snapshot_restart "
-    "(Debezium restarted its snapshot during the table's initial load).",
+    "(Debezium restarted its snapshot during the table's initial load), keyless_change (an update or delete of a "
+    "table without a key, mirror.keyless_changes: rebuild).",
     ["table", "reason"],
     registry=REGISTRY,
 )

@@ -116,6 +116,23 @@ def pending_requests(checkpoint: Storage) -> list[tuple[str, RebuildRequest]]:
     return sorted(found, key=lambda item: item[1].requested_at)
 
 
+def requested_tables(checkpoint: Storage) -> frozenset[str]:
+    """Tables with a rebuild request not taken yet (read only: the sink names and removes unreadable requests).
+
+    For readers beside the sink (the audit): a request counts from the moment it is written, before the sink takes
+    it between batches, and the sink commits the rebuild it begins before it removes the request.
+    """
+    tables = set()
+    for info in checkpoint.list_dir(REQUESTS_FOLDER):
+        if info.is_dir or not info.path.endswith(".json"):
+            continue
+        try:
+            tables.add(str(orjson.loads(checkpoint.read_bytes(info.path))["table"]))
+        except (FileNotFoundError, orjson.JSONDecodeError, KeyError, TypeError):
+            continue  # taken meanwhile, or unreadable: the sink's to name
+    return frozenset(tables)
+
+
 class TableRebuilder:
     """Moves every table's rebuild on by the phases it can complete now; called before each batch."""
 
@@ -172,6 +189,10 @@ class TableRebuilder:
         for tid, table in waiting:
             lifecycle, clear = self._clear_to_ask(tid, table)
             table = tables[tid] = replace(table, lifecycle=lifecycle) if lifecycle != table.lifecycle else table
+            if table.keyless and table.lifecycle.phase is Phase.REFRESH_PENDING:
+                # A refresh re-reads rows into the folder; without a key they would be there twice.
+                reason = f"{table.lifecycle.reason}; a keyless table is rebuilt, not refreshed"
+                table = tables[tid] = replace(table, lifecycle=table.lifecycle.begin_rebuild(reason, now=self.clock()))
             if table.lifecycle.phase is Phase.REFRESH_PENDING:
                 if clear and (sent := self._signalled(tid, table, "refresh")) is not None:
                     log.warning("table %s: Debezium snapshot requested to refresh it in place", tid)
@@ -192,7 +213,11 @@ class TableRebuilder:
             tables[tid] = TableState(
                 folder=table.folder,
                 topic=table.topic,
-                initial_load_ended=True,  # the incremental snapshot's reads interleave with changes: marked files
+                keyless=table.keyless,
+                snapshot_expected=table.keyless,
+                # The incremental snapshot's reads interleave with changes: marked files. A keyless table's blocking
+                # snapshot (streaming paused) is its initial load again: marker-free reads, as at the start.
+                initial_load_ended=not table.keyless,
                 lifecycle=table.lifecycle.snapshot_requested(now=self.clock(), track=self._track(table, sent)),
             )
         return state if tables == state.tables else replace(state, tables=tables)
@@ -308,8 +333,8 @@ class TableRebuilder:
 
     def _track(self, table: TableState, signal_id: str) -> SnapshotTrack | None:
         """The snapshot just asked for, to follow; ``None`` when Debezium's notifications are not read."""
-        if self.tracker is None or not self._tracking:
-            return None
+        if self.tracker is None or not self._tracking or table.keyless:
+            return None  # a blocking snapshot's notifications are not the incremental ones followed by signal id
         now = self.clock()
         return SnapshotTrack(signal_id, self.tracker.collection(table), sent_at=now, heard_at=now)
 

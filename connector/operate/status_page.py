@@ -2,8 +2,10 @@
 
 No script at all and no external resource: one inline stylesheet, allowed by its hash in the
 Content-Security-Policy (``CSP``), plots drawn as inline SVG, sorting and filtering done with links and a GET form
-(query string: ``state``, ``q``, ``sort``, ``dir``, ``dlpage``), and a ``<meta http-equiv="refresh">`` that reloads
-the same address. Every value is HTML-escaped; the snapshot holds no secret (``StatusBoard.describe``).
+(query string: ``state``, ``q``, ``sort``, ``dir``, ``dlpage``). The page reloads itself only when the reader asks
+(``refresh``: a link turns it on, ``?refresh=10``, and one turns it off): a reload the reader did not ask for throws a
+keyboard or screen-reader user back to the top of the page (WCAG 2.2.1, axe-core's ``meta-refresh``). Every value is
+HTML-escaped; the snapshot holds no secret (``StatusBoard.describe``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from urllib.parse import urlencode
 
 from connector.operate.status_history import SERIES
 
-#: Seconds between the page's own reloads.
+#: Seconds between the page's own reloads once the reader turned them on (the link's ``?refresh=``).
 REFRESH_S = 10
+#: The shortest reload interval a ``?refresh=`` may ask for: a page rendered for every table must not be hammered.
+REFRESH_MIN_S = 5
 #: Dead letters per page.
 DEAD_LETTERS_PER_PAGE = 20
 #: The state filter's choices (the first word of a table's state).
@@ -74,20 +78,17 @@ def render_page(snapshot: Mapping[str, Any], query: Mapping[str, str]) -> str:
     tables = snapshot["tables"]
     stopped = sum(1 for t in tables if t["kind"] == "stopped")
     title = f"Mirror status: {job.get('state', 'unknown')}, {len(tables)} tables, {stopped} stopped"
-    refresh = _int(query.get("refresh"), REFRESH_S)
+    refresh = _refresh_s(query)
     parts = [
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="refresh" content="{refresh}">' if refresh > 0 else "",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
         "<header><h1>Debezium → Fabric mirror</h1>",
-        f"<p>Generated {escape(str(snapshot['generated_at']))}; "
-        + (
-            f'reloads every {refresh} s (<a href="{_link(query, refresh="0")}">stop reloading</a>). '
-            if refresh > 0
-            else f'not reloading (<a href="{_link(query, refresh="")}">reload every {REFRESH_S} s</a>). '
-        )
-        + '<a href="/status.json">status.json</a> · <a href="/metrics">metrics</a></p></header><main>',
+        f"<p>Generated {escape(str(snapshot['generated_at']))}. "
+        '<a href="/status.json">status.json</a> · <a href="/metrics">metrics</a></p>',
+        _reload_nav(query, refresh),
+        "</header><main>",
         _job_section(job),
         _tables_section(tables, query),
         _plots_section(snapshot["series"]),
@@ -95,6 +96,27 @@ def render_page(snapshot: Mapping[str, Any], query: Mapping[str, str]) -> str:
         "</main></body></html>",
     ]
     return "".join(parts)
+
+
+def _refresh_s(query: Mapping[str, str]) -> int:
+    """The reload interval the reader asked for (``?refresh=``), 0 (no reload) by default or when unreadable."""
+    asked = _int(query.get("refresh"), 0)
+    return max(asked, REFRESH_MIN_S) if asked > 0 else 0
+
+
+def _reload_nav(query: Mapping[str, str], refresh: int) -> str:
+    """The reader's control over reloads: a link that turns them on, or off, keeping the rest of the query."""
+    if refresh > 0:
+        state = f"Reloads every {refresh} s."
+        link = f'<a href="{_link(query, refresh="")}" id="reload-toggle">Stop reloading</a>'
+    else:
+        state = "Does not reload by itself."
+        here = _link(query)
+        link = (
+            f'<a href="{here}" id="reload-now">Reload now</a> · '
+            f'<a href="{_link(query, refresh=str(REFRESH_S))}" id="reload-toggle">Reload every {REFRESH_S} s</a>'
+        )
+    return f'<nav aria-label="Page reload"><p>{state} {link}</p></nav>'
 
 
 def _job_section(job: Mapping[str, Any]) -> str:
@@ -186,6 +208,8 @@ def _table_row(t: Mapping[str, Any]) -> str:
         state = f"⚠ {state}"
     elif t["fabric_failed"]:
         state = f"{state} (Fabric failed)"
+    if t.get("keyless"):
+        state = f"{state} (no key: inserts only)"
     why = " ".join(_e(x) for x in (t["reason"], t["fabric_error"]) if x)
     cells = [
         f'<th scope="row">{_e(t["table"])}</th>',

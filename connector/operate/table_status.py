@@ -34,6 +34,7 @@ class TableLine:
     fabric_rows: int | None = None
     snapshot: str | None = None  # the tracked incremental snapshot's progress, while it runs
     audit: str | None = None  # the continuous audit's last look at the table (mirror.audit), when it ran
+    keyless: bool = False  # mirrored without keyColumns (no key): inserts only; an update or delete rebuilds it
 
     def text(self) -> str:
         """The human line."""
@@ -47,6 +48,8 @@ class TableLine:
             f"marker_free_rows={self.marker_free_rows}",
             f"last_batch={self.last_batch or '-'}",
         ]
+        if self.keyless:
+            parts.append("key=none (no primary key: inserts only)")
         if self.fabric_state is not None:
             parts.append(f"fabric={self.fabric_state}")
             if self.fabric_rows is not None:
@@ -93,6 +96,7 @@ def table_lines(
                 fabric_rows=getattr(status, "processed_rows", None) if status else None,
                 snapshot=snapshot_progress(table),
                 audit=audit.text() if audit is not None else None,
+                keyless=table.keyless,
             )
         )
     return lines

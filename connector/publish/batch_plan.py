@@ -31,6 +31,7 @@ from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt, SchemaChanged, TableReset, TableStopped
 from connector.events import KafkaRecord
 from connector.publish.batch_result import BatchResult
+from connector.publish.empty_tables import EmptyTable, empty_slice, pending
 from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
 from connector.publish.numbering import FileNumbering
 from connector.publish.publisher import remove_orphans
@@ -74,6 +75,8 @@ class BatchPlanner:
         self._numbering = FileNumbering(landing)
         self._tables = TablePlanner(landing, mirror, self._numbering)
         self.toast = ToastStores(self._load_toast_store, removed_limit=mirror.keep_last_removed_keys)
+        #: Captured tables no event announced, until each has its zero-row file (``connector.publish.empty_tables``).
+        self.empty_tables: list[EmptyTable] = []
 
     def collect_here(self, batch_id: int, given: BatchInput, context: Callable[[], CollectContext]) -> list[Collected]:
         """The slices collected elsewhere, and those collected and staged here.
@@ -91,6 +94,14 @@ class BatchPlanner:
         if local or given.records is not None:
             here.append(SliceCollector(here_context, self.toast).collect(itertools.chain(local, given.records or ())))
         return [*given.slices, *(stage_slice(self.landing, batch_id, c, here_context) for c in here)]
+
+    def with_empty_tables(self, batch_id: int, slices: list[Collected]) -> list[Collected]:
+        """``slices``, and a slice of zero-row files for the captured tables still without a file and an event."""
+        if not self.empty_tables:
+            return slices
+        self.empty_tables = pending(self.empty_tables, self._ledger.state, self.landing)
+        empty = empty_slice(self.landing, batch_id, self.empty_tables, slices, self.mirror)
+        return slices if empty is None else [*slices, empty]
 
     def plan(self, batch_id: int, merged: MergedBatch, result: BatchResult, source: BatchSource | None) -> BatchPlan:
         """Number every table's staged files; the plan to publish, with the ledger state after it."""

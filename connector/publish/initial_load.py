@@ -48,7 +48,24 @@ class InitialLoadCheck:
 
 
 def check_initial_load(pieces: Sequence[TablePiece], state: TableState) -> InitialLoadCheck:
-    """Follow the table's snapshot passes through ``pieces`` (in Kafka order), from ``state`` (the ledger's)."""
+    """Follow the table's snapshot passes through ``pieces`` (in Kafka order), from ``state`` (the ledger's).
+
+    A keyless table's rebuild asks for a blocking snapshot (``TableState.snapshot_expected``): its reads may follow
+    inserts streamed before Debezium paused for it, and are that snapshot, not a reset.
+    """
+    check = _followed(pieces, state)
+    if state.snapshot_expected and (check.second_pass is not None or check.new_snapshot is not None):
+        open_after = next((p.initial.passes.ends_open for p in reversed(pieces) if p.rows), False)
+        return InitialLoadCheck(ended=True, pass_ended=not open_after)
+    return check
+
+
+def snapshot_read_in(pieces: Sequence[TablePiece]) -> bool:
+    """Whether a piece holds a read of an initial or blocking snapshot (the expected snapshot has begun)."""
+    return any(p.initial.rows or p.initial.passes.opens or p.initial.passes.begins for p in pieces)
+
+
+def _followed(pieces: Sequence[TablePiece], state: TableState) -> InitialLoadCheck:
     loading = not state.initial_load_ended
     had_reads = state.rows_published > 0
     pass_ended = state.snapshot_pass_ended

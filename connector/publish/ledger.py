@@ -75,6 +75,11 @@ class TableState:
     folder: str
     next_number: int = 1
     key_columns: tuple[str, ...] = ()
+    # Published without keyColumns (no key in the source nor in ``key_columns``): inserts only. Kept through a
+    # rebuild (which empties ``key_columns``), whose snapshot must then be a blocking one (``operate.rebuild``).
+    keyless: bool = False
+    # A keyless table rebuilt: the blocking snapshot asked for has not shown a read yet (``publish.initial_load``).
+    snapshot_expected: bool = False
     schema: str | None = None  # base64 Arrow IPC schema of the data columns
     incremental: bool = False  # a file with __rowMarker__ has been published
     # The initial load (``mirror.initial_load``): ended once an event other than an initial-snapshot read was

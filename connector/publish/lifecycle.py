@@ -212,6 +212,14 @@ class Lifecycle:
         return track is not None and (track.in_flight or track.state is SnapshotState.STOPPING)
 
     @property
+    def steady(self) -> bool:
+        """Whether the table runs with no rebuild, refresh or snapshot of its own under way.
+
+        The audit judges only such a table: one being re-read differs from its source until the re-read is through.
+        """
+        return self.phase is Phase.RUNNING and not self.awaits_snapshot
+
+    @property
     def stop_reason(self) -> str | None:
         """Why the table publishes nothing, ``None`` while it publishes."""
         return self.reason if self.skips_events else None

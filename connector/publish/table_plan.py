@@ -16,13 +16,13 @@ import pyarrow as pa
 
 from connector.collect.encoding import FileFormat
 from connector.collect.pieces import StagedFile
-from connector.collect.staging import TableChange, cast_to, restage, with_marker
+from connector.collect.staging import TableChange, cast_to, restage, with_insert_marker, with_marker
 from connector.collect.table_buffer import MARKER_TYPE
 from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing_zone.layout import METADATA_FILE, TableRef, data_file_name
-from connector.publish.initial_load import check_initial_load, snapshot_reset
+from connector.publish.initial_load import check_initial_load, snapshot_read_in, snapshot_reset
 from connector.publish.ledger import PlannedFile, TableState
 from connector.publish.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
 from connector.publish.numbering import FileNumbering, check_no_gap
@@ -68,7 +68,7 @@ class TablePlanner:
         table_state = self.numbering.table_state(ref, known, recreate=recreate)
         for path, data in kept.items():
             self.landing.create(path, data)
-        if files is None or files.schema is None or not len(files):
+        if files is None or files.schema is None or not files.staged:  # a zero-row file is published too
             return table_state, []
         check = check_initial_load(files.pieces, table_state)
         reset = snapshot_reset(ref.id, check)
@@ -95,6 +95,8 @@ class TablePlanner:
             table_state.with_schema(merged),
             next_number=number,
             key_columns=files.key_columns,
+            keyless=not files.key_columns,
+            snapshot_expected=table_state.snapshot_expected and not snapshot_read_in(files.pieces),
             incremental=incremental,
             initial_load_ended=check.ended,
             snapshot_pass_ended=check.pass_ended,
@@ -123,7 +125,7 @@ class TablePlanner:
                 if widened and not self.format.is_delimited:
                     changes.append(cast_to(schema))
                 if incremental and not item.has_marker:
-                    changes.append(with_marker)
+                    changes.append(with_marker if files.key_columns else with_insert_marker)
                 if changes:
                     item = restage(self.landing, item, self.format, changes)
                 incremental = incremental or item.has_marker

@@ -164,7 +164,8 @@ def merge_schema(tid: str, established: pa.Schema | None, batch: pa.Schema, wher
 
 def join_pieces(tid: str, pieces: list[TablePiece]) -> TableFiles:
     """One table of the batch from its pieces (already in order); pieces disagreeing on keys or types stop it."""
-    keys = {p.key_columns for p in pieces if p.rows}
+    # A piece with a file counts even without rows: an empty table's zero-row file (``publish.empty_tables``).
+    keys = {p.key_columns for p in pieces if p.rows or p.files}
     if len(keys) > 1:
         raise SchemaChanged(
             tid,
@@ -172,7 +173,7 @@ def join_pieces(tid: str, pieces: list[TablePiece]) -> TableFiles:
             f"{rebuild_hint(tid)}",
             "key_changed",
         )
-    with_rows = [p for p in pieces if p.rows]
+    with_rows = [p for p in pieces if p.rows or p.files]
     schemas = [p.schema for p in with_rows if p.schema is not None]
     schema: pa.Schema | None = schemas[0] if schemas else None
     if len(schemas) > 1:

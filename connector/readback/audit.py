@@ -15,6 +15,10 @@ through Debezium (an incremental snapshot filtered to those keys), so a row the 
 comes back after the delete. A table with more differing keys than ``repair_threshold``, a column set that differs,
 or a file missing from the landing zone before Fabric took it (the table's later files wait for it forever) is
 rebuilt instead.
+
+A table whose rebuild or refresh is requested or under way (``Withdrawn``: asked at its turn, at each key range of its
+comparison and before its finding counts) is not judged: its folder is deleted or its rows are being read again, so
+it differs from the source until that is through, and a repair would only re-read what the snapshot reads anyway.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,7 +39,7 @@ from connector.operate.audit_status import TableAuditStatus, write_audit_status
 from connector.readback.chunk_compare import Key
 from connector.readback.database_postgres import PostgresReader, _normalise, compare_rows
 from connector.readback.database_reader import Row
-from connector.readback.mirror_compare import DEFAULT_CHUNK_ROWS, Settle, compare_table
+from connector.readback.mirror_compare import DEFAULT_CHUNK_ROWS, RangedSource, Settle, compare_table
 from connector.readback.mirrored_tables import waiting_files
 from connector.storage.base import Storage
 
@@ -129,6 +133,62 @@ class MirrorSide(Protocol):
 SettleFor = Callable[[PostgresReader, AuditTarget], Settle]
 """The lag gate of one table: waits until the mirror is past a source position (``mirror_compare.fabric_settle``)."""
 
+Withdrawn = Callable[[str], str | None]
+"""Why a table is out of the audit now (its rebuild or refresh requested or under way), ``None`` while it may be
+judged (``MirrorSink.healing``)."""
+
+
+class TableWithdrawn(Exception):  # noqa: N818 - an outcome of the audit, not a failure
+    """The table's rebuild or refresh was requested while it was compared: nothing of it is judged this round."""
+
+    def __init__(self, table: str, why: str) -> None:
+        super().__init__(table, why)
+        self.table = table
+        self.why = why
+
+    def __str__(self) -> str:
+        return f"{self.table}: {self.why}"
+
+
+def _never(table_id: str) -> str | None:
+    return None
+
+
+class _WithdrawableSource:
+    """The source as ``compare_table`` reads it, asking whether the table was withdrawn between key ranges.
+
+    Asked at each range read and every ``every`` rows of one: the first look reads the whole table as one range.
+    """
+
+    def __init__(self, reader: RangedSource, check: Callable[[], None], every: int) -> None:
+        self._reader = reader
+        self._check = check
+        self._every = max(1, every)
+
+    def current_position(self) -> str:
+        return self._reader.current_position()
+
+    def captured_through(self, position: str) -> bool:
+        return self._reader.captured_through(position)
+
+    def columns(self, table: TableRef) -> list[str]:
+        return self._reader.columns(table)
+
+    def ranged_rows(
+        self, table: TableRef, key_columns: list[str], after: Key | None, through: Key | None
+    ) -> Iterator[Row]:
+        self._check()
+        rows = self._reader.ranged_rows(table, key_columns, after, through)
+        try:
+            for count, row in enumerate(rows, 1):
+                if count % self._every == 0:
+                    self._check()
+                yield row
+        finally:
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()  # the server-side cursor ends with its transaction, also when the table was withdrawn
+
 
 class TableAudit:
     """Audits tables one at a time against one source connection and Fabric's tables (see the module docstring)."""
@@ -143,8 +203,10 @@ class TableAudit:
         *,
         chunk_rows: int = DEFAULT_CHUNK_ROWS,
         pause: Callable[[float], object] = time.sleep,
+        withdrawn: Withdrawn = _never,
     ) -> None:
         self._settings = settings
+        self._withdrawn = withdrawn
         self._pause = pause
         self._reader = reader
         self._mirror = mirror
@@ -153,15 +215,32 @@ class TableAudit:
         self._chunk_rows = chunk_rows
 
     def audit(self, target: AuditTarget) -> AuditFinding:
-        """Compare one table, confirm its differences, and choose the repair (not carried out here)."""
+        """Compare one table, confirm its differences, and choose the repair (not carried out here).
+
+        Raises:
+            TableWithdrawn: the table's rebuild or refresh was requested meanwhile (asked at each step).
+        """
         keys = list(target.key_columns)
         finding = AuditFinding(target.id)
+
+        def check() -> None:
+            why = self._withdrawn(target.id)
+            if why is not None:
+                raise TableWithdrawn(target.id, why)
+
+        check()
         finding.missing_files = self._gap(target.ref)
+        check()  # a rebuild deletes the folder: files gone meanwhile are no gap
         if finding.missing_files:
             finding.repair = self._choose(finding)
             return finding
         caught_up = True
-        settle = self._settle_for(self._reader, target)
+        wait = self._settle_for(self._reader, target)
+
+        def settle(position: str) -> bool:
+            reached = wait(position)
+            check()  # the wait may be long: what the mirror holds after a rebuild began says nothing
+            return reached
 
         def gated(position: str) -> bool:
             nonlocal caught_up
@@ -169,7 +248,7 @@ class TableAudit:
             return caught_up
 
         report = compare_table(
-            self._reader,
+            _WithdrawableSource(self._reader, check, self._chunk_rows),
             target.ref,
             keys,
             lambda: self._mirror.read(target.ref, keys),
@@ -182,6 +261,7 @@ class TableAudit:
         elif not report.ok:
             finding.column_notes = [n for n in report.column_notes() if "no difference" not in n]
             suspects = _unique([*report.missing_keys, *report.differing_keys, *report.extra_keys])
+            check()
             confirmed = self._confirm(target, keys, suspects, settle)
             if confirmed is None:
                 finding.lagging, finding.column_notes = True, []  # judged next round, never clean
@@ -249,6 +329,14 @@ class TableAudit:
         return "rows"
 
 
+def left_out(table: str, why: str | None) -> bool:
+    """Say that ``table`` is not judged now, when ``why`` (``Withdrawn``'s answer) says it is withdrawn."""
+    if why is None:
+        return False
+    log.info("audit %s: not judged while its rebuild or refresh is requested or under way (%s)", table, why)
+    return True
+
+
 def repair(finding: AuditFinding, repairs: Repairs) -> None:
     """Carry out ``finding``'s repair: deletes first, then the re-reads (so a row written again comes back)."""
     if finding.repair == "rebuild":
@@ -301,26 +389,40 @@ class AuditRound:
         stop: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
         checkpoint: Storage | None = None,
+        withdrawn: Withdrawn = _never,
     ) -> None:
         self._settings = settings
         self._checkpoint = checkpoint
+        self._withdrawn = withdrawn
         self._audit = audit
         self._repairs = repairs
         self._stop = stop or threading.Event()
         self._clock = clock
 
     def run(self, targets: Sequence[AuditTarget]) -> list[AuditFinding]:
-        """Audit each target, repair what differs, and keep under ``max_rows_per_s`` by pausing between tables."""
+        """Audit each target, repair what differs, and keep under ``max_rows_per_s`` by pausing between tables.
+
+        A table withdrawn (``Withdrawn``) at its turn, while it is compared, or before its finding counts is left
+        out: no finding, no difference counted, no repair. Targets are chosen at the round's start, so a rebuild
+        requested during the round (by this round's own repair, ``rebuild``, or a schema change) is asked about here.
+        """
         findings = []
         for target in targets:
             if self._stop.is_set():
                 break
+            if left_out(target.id, self._withdrawn(target.id)):
+                continue
             started = self._clock()
             try:
                 finding = self._audit(target)
+            except TableWithdrawn as exc:
+                left_out(target.id, exc.why)
+                continue
             except Exception as exc:  # noqa: BLE001 - one table's failure is logged; the round goes on
                 log.error("audit %s: not compared (%s)", target.id, exc)
                 continue
+            if left_out(target.id, self._withdrawn(target.id)):
+                continue  # withdrawn after its last look: its differences may be the rebuild's deletion
             self._record(finding)
             self._keep(finding)
             findings.append(finding)

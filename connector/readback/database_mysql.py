@@ -44,7 +44,7 @@ import pyarrow as pa
 from connector.errors import ConfigError, ConnectorError
 from connector.landing_zone.layout import TableRef
 from connector.readback.database_reader import Row, show, time_micros
-from connector.readback.table_report import TableReport, compare_by_key
+from connector.readback.table_report import TableReport, compare_as_multiset, compare_by_key
 from connector.secrets import redact_url
 
 #: URL schemes this reader reads (``verify`` chooses the reader by them).
@@ -400,6 +400,15 @@ def compare_table(
                 diffs.append(f"{column}: source={show(value)} mirror={show(mirrored[column])}")
         return diffs
 
+    if not key_columns:  # a keyless table: rows as a multiset, in the source's columns
+        names = [c.name for c in columns]
+        return compare_as_multiset(
+            table,
+            source,
+            mirror,
+            source_form=lambda row: tuple(canonical(c, row.get(c), True) for c in names),
+            mirror_form=lambda row: tuple(canonical(c, row.get(c), False) for c in names),
+        )
     return compare_by_key(
         table,
         source,

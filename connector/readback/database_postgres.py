@@ -22,7 +22,7 @@ import pyarrow as pa
 from connector.errors import first_line
 from connector.landing_zone.layout import TableRef
 from connector.readback.database_reader import Row, show, time_micros
-from connector.readback.table_report import TableReport, compare_by_key
+from connector.readback.table_report import TableReport, compare_as_multiset, compare_by_key
 
 if TYPE_CHECKING:
     import psycopg
@@ -226,8 +226,10 @@ class PostgresReader:
 def compare_rows(
     table: str, key_columns: list[str], source: Iterable[Row], mirror: pa.Table, max_examples: int = 5
 ) -> TableReport:
-    """Compare source rows with the replayed mirror table on every source column."""
+    """Compare source rows with the replayed mirror table on every source column (keyless: as a multiset)."""
     types = {f.name: f.type for f in mirror.schema}
+    if not key_columns:
+        return _compare_keyless(table, list(source), mirror, types, max_examples)
 
     def differences(row: Row, mirrored: Row) -> list[str]:
         return [
@@ -244,6 +246,36 @@ def compare_rows(
         mirror_key=lambda row: tuple(row[k] for k in key_columns),
         differences=differences,
         max_examples=max_examples,
+    )
+
+
+def _compare_keyless(
+    table: str, source: list[Row], mirror: pa.Table, types: dict[str, pa.DataType | None], max_examples: int
+) -> TableReport:
+    """A keyless table's rows as a multiset, each value in ``_same``'s form.
+
+    A column the source reads as a decimal or a time of day and the mirror holds as text compares by the number or
+    the microseconds the text spells.
+    """
+    columns = list(source[0]) if source else mirror.column_names
+    kinds = {c: next((type(r[c]) for r in source if r[c] is not None), None) for c in columns}
+
+    def form(column: str, value: Any) -> Any:
+        kind, value = kinds.get(column), _normalise(value, types.get(column))
+        if isinstance(value, str) and kind is Decimal:
+            try:
+                return _normalise(Decimal(value), None)
+            except ArithmeticError:
+                return value
+        if kind in (dt.time, dt.timedelta) and isinstance(value, (str, dt.time, dt.timedelta)):
+            return time_micros(value)
+        return value
+
+    def row_form(row: Row) -> tuple[Any, ...]:
+        return tuple(form(c, row.get(c)) for c in columns)
+
+    return compare_as_multiset(
+        table, source, mirror, source_form=row_form, mirror_form=row_form, max_examples=max_examples
     )
 
 

@@ -42,9 +42,8 @@ def metadata_problems(metadata: Mapping[str, Any]) -> list[str]:
 
 def _key_column_problems(metadata: Mapping[str, Any]) -> list[str]:
     problems: list[str] = []
+    # No keyColumns is allowed: a table without a key takes inserts only (``validate``'s ``check_inserts_only``).
     spellings = [key for key in (KEY_COLUMNS, KEY_COLUMNS_ALT) if key in metadata]
-    if not spellings:
-        problems.append("declares no keyColumns: open mirroring cannot apply updates or deletes without them")
     for key in spellings:
         value = metadata[key]
         if not is_name_list(value):

@@ -89,6 +89,13 @@ class MirroredTables:
         token = identity.credential.get_token(STORAGE_SCOPE).token
         return {"bearer_token": token, "use_fabric_endpoint": "true"}
 
+    def exists(self, table: TableRef) -> bool:
+        """Whether Fabric holds a Delta table of ``table`` (it creates one with the first file it reads)."""
+        from deltalake import DeltaTable
+
+        options = self.storage_options()
+        return bool(DeltaTable.is_deltatable(self.uri(table), storage_options=options or None))
+
     def read(self, table: TableRef, key_columns: Iterable[str]) -> pa.Table | None:
         """The table as Fabric holds it, sorted by its keys then its other columns; ``None`` when there is none.
 

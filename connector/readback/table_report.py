@@ -1,12 +1,14 @@
 """What ``verify`` reports for one table, whichever source database it compared.
 
-A table is judged whole: its rows (``compare_by_key``), its column set (``TableReport.judge_columns``), and
-whether it is on both sides at all (``absent``).
+A table is judged whole: its rows (``compare_by_key``; a table without a key as a multiset of rows,
+``compare_as_multiset``), its column set (``TableReport.judge_columns``), and whether it is on both sides at all
+(``absent``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,4 +158,39 @@ def compare_by_key(
             report.extra += len(rows)
             report.extra_keys.append(key)
             report.add_example(f"extra key {key}")
+    return report
+
+
+def compare_as_multiset(
+    table: str,
+    source: Iterable[Row],
+    mirror: pa.Table,
+    *,
+    source_form: Callable[[Row], Hashable],
+    mirror_form: Callable[[Row], Hashable],
+    max_examples: int = 5,
+) -> TableReport:
+    """A table without a key: its rows as a multiset (a ``Counter`` of each side's comparable row forms).
+
+    Nothing tells two identical rows apart, nor which mirror row stands for a changed source row: a row the source
+    holds more often than the mirror is missing, one the mirror holds more often extra (a changed row is both), and
+    no row is ``differing``. No keys are listed: the audit's repairs re-read and delete by key.
+    """
+    report = TableReport(table, mirror_rows=mirror.num_rows)
+    mirrored = Counter(mirror_form(row) for row in mirror.to_pylist())
+    wanted: Counter[Hashable] = Counter()
+    for row in source:
+        report.source_rows += 1
+        wanted[source_form(row)] += 1
+    for form, count in wanted.items():
+        held = mirrored.get(form, 0)
+        report.matching += min(count, held)
+        if count > held:
+            report.missing += count - held
+            report.add_example(f"missing row {form} ({count - held} of {count})", max_examples)
+    for form, held in mirrored.items():
+        surplus = held - wanted.get(form, 0)
+        if surplus > 0:
+            report.extra += surplus
+            report.add_example(f"extra row {form} ({surplus} more than the source's {held - surplus})", max_examples)
     return report

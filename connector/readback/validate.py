@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.events import ROW_MARKER_COLUMN, ROW_MARKER_VALUES
+from connector.events import ROW_MARKER_COLUMN, ROW_MARKER_VALUES, RowMarker
 from connector.landing_zone.layout import (
     METADATA_FILE,
     PARTNER_EVENTS_FILE,
@@ -120,6 +120,7 @@ class _TableCheck:
         self.storage = storage
         self.table = table
         self.problems: list[Problem] = []
+        self.keyless = False
 
     def add(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
@@ -127,6 +128,8 @@ class _TableCheck:
     def run(self) -> list[Problem]:
         metadata = self.check_metadata()
         key_columns = key_columns_of(metadata) if metadata is not None else None
+        # A missing _metadata.json is a problem of its own; one without keyColumns declares a keyless table.
+        self.keyless = metadata is not None and not key_columns
         file_format = table_format(metadata) if metadata is not None else PARQUET
         listing = scan_table(self.storage, self.table)
         self.check_listing(listing, file_format)
@@ -234,6 +237,8 @@ class _TableCheck:
                 self.add(data_file.path, f"has duplicate column names {duplicated}")
             if ROW_MARKER_COLUMN in names:
                 self.check_row_marker(data_file.path, table)
+                if self.keyless:
+                    self.check_inserts_only(data_file.path, table)
                 first_with_marker = first_with_marker or data_file.name
             elif first_with_marker is not None:
                 self.add(
@@ -249,6 +254,15 @@ class _TableCheck:
                         self.add(data_file.path, f"column {name!r} is not declared in the SchemaDefinition")
             else:
                 self.check_types(data_file, table, types)
+
+    def check_inserts_only(self, path: str, table: pa.Table) -> None:
+        """A table without keyColumns: open mirroring has no key to apply an update, delete or upsert by."""
+        column = table.column(ROW_MARKER_COLUMN)
+        if not pa.types.is_integer(column.type):
+            return  # ``check_row_marker`` says so
+        others = len(column) - column.null_count - int(pc.sum(pc.equal(column, int(RowMarker.INSERT))).as_py() or 0)
+        if others:
+            self.add(path, f"{others} rows are not inserts (0), but the table declares no keyColumns to apply them by")
 
     def check_row_marker(self, path: str, table: pa.Table) -> None:
         names = table.column_names

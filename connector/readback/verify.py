@@ -13,10 +13,11 @@ its columns (a column the source dropped or renamed still holding values in the 
 ``TableReport.judge_columns``), and its presence. The mirrored schemas are those of the landing zone's
 tables (Postgres schemas, MySQL/MariaDB databases): a source table in one of them without a table folder
 is a difference (the mirror lacks a table: Debezium never published it, the topics pattern leaves it out,
-or its folder was deleted), and so is a table folder whose source table is gone. A table an operator does
-not mirror on purpose (Debezium's ``table.include.list`` leaves it out, or its signalling table sits in a
-mirrored schema) is named in ``ignore``. The local stacks keep Debezium's signalling tables in a schema of
-their own (``debezium``), never mirrored, so they need no ``ignore``.
+or its folder was deleted), and so is a table folder whose source table is gone. A folder without a data file (or,
+against Fabric's tables, no Delta table) is no table to Fabric: a difference too, never exact against an empty table.
+A table an operator does not mirror on purpose (Debezium's ``table.include.list`` leaves it out, or its
+signalling table sits in a mirrored schema) is named in ``ignore``. The local stacks keep Debezium's signalling
+tables in a schema of their own (``debezium``), never mirrored, so they need no ``ignore``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def source_reader(source_url: str) -> SourceReader:
 #: Why a table on one side only was not compared (``TableReport.absent``).
 NO_TABLE_FOLDER = "in the source, not in the landing zone (no table folder)"
 NO_SOURCE_TABLE = "in the landing zone, not in the source (no source table)"
+#: A folder without a data file is no table to Fabric (it creates the table with the first file it reads).
+NO_MIRROR_TABLE = "in the source, not in the mirror (its folder has no data file: Fabric holds no table)"
+NO_FABRIC_TABLE = "in the source, not in the mirror (Fabric holds no Delta table of it)"
 
 
 def verify(
@@ -128,6 +132,8 @@ def _compare(reader: SourceReader, storage: Storage, ref: TableRef, delta: Path)
         mirror = apply_table_to_delta(storage, ref, delta)
     except LandingZoneCorrupt as exc:
         return TableReport(ref.id, refused=str(exc))
+    if not mirror.num_columns:  # never an empty table that compares exact with an empty source table
+        return TableReport(ref.id, absent=NO_MIRROR_TABLE)
     return reader.compare(ref, keys, mirror)
 
 
@@ -138,6 +144,8 @@ def _compare_mirrored(
     reader.check(ref)
     metadata = read_table_metadata(storage, ref)
     keys = list(metadata.key_columns) if metadata else []
+    if not mirrored.exists(ref):  # never an empty table that compares exact with an empty source table
+        return TableReport(ref.id, absent=NO_FABRIC_TABLE)
     if isinstance(reader, PostgresReader) and keys:
         settle = fabric_settle(reader, storage, ref, timeout_s=settle_s)
         return compare_table(reader, ref, keys, lambda: mirrored.read(ref, keys), settle=settle)

@@ -5,6 +5,11 @@ differs through the running stream: delete rows go out with the sink's next batc
 re-reads through Debezium's signal channel (``connector.stream.audit_signal``), rebuilds as requests the sink takes
 (``connector.operate.rebuild.request_rebuild``). The lag gate waits until the sink has committed every record the
 table's topic held once Debezium had the source position, then until Fabric took the files published by then.
+
+A table whose rebuild or refresh is requested or under way (``MirrorSink.healing``) is left out at its turn and as
+soon as it is requested during its comparison, and judged again once it runs steadily. A round that overran its
+interval is followed by a full interval's pause (``pause_after``), never at once by the next: the rebuild it asked
+for is taken by the sink between batches, and the stream gets its CPU back.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from connector.operate.rebuild import request_rebuild
 from connector.publish.audit_deletes import table_ref
 from connector.publish.ledger import LedgerState, TableState
 from connector.publish.lifecycle import Phase
-from connector.readback.audit import AuditRound, AuditTarget, TableAudit
+from connector.readback.audit import AuditRound, AuditTarget, TableAudit, left_out
 from connector.readback.chunk_compare import Key
 from connector.readback.database_postgres import PostgresReader
 from connector.readback.mirror_compare import Settle, fabric_settle
@@ -70,12 +75,15 @@ def source_url(audit: AuditSettings) -> str:
 
 
 def audit_targets(state: LedgerState, wanted: Sequence[str]) -> list[AuditTarget]:
-    """The tables to audit now: those asked for (all when none), running, with keys, no snapshot re-reading them."""
+    """The tables of a round: those asked for (all when none), running, with keys, no snapshot re-reading them.
+
+    Chosen once at the round's start: each table is asked again at its turn (``AuditRound``'s ``withdrawn``).
+    """
     targets = []
     for tid, table in sorted(state.tables.items()):
         if wanted and tid not in wanted:
             continue
-        if table.lifecycle.phase is not Phase.RUNNING or table.lifecycle.awaits_snapshot:
+        if not table.lifecycle.steady:
             continue
         if not table.key_columns or table.topic is None or table.schema is None:
             continue
@@ -145,14 +153,28 @@ class AuditLoop:
 
     def round(self) -> None:
         """One round over the audited tables (a failure is logged; the next round tries again)."""
-        targets = audit_targets(self._sink.state, self._audit.tables)
+        state = self._sink.state
+        targets = audit_targets(state, self._audit.tables)
+        self._name_left_out(state, {t.id for t in targets})
         if not targets:
             return
         try:
             with PostgresReader(self._url) as reader:
-                audit = TableAudit(self._audit, reader, self._tables, self._sink.landing, self._settle_for)
+                audit = TableAudit(
+                    self._audit,
+                    reader,
+                    self._tables,
+                    self._sink.landing,
+                    self._settle_for,
+                    withdrawn=self._sink.healing,
+                )
                 rounds = AuditRound(
-                    self._audit, audit.audit, self._repairs, stop=self._stopped, checkpoint=self._sink.ledger.storage
+                    self._audit,
+                    audit.audit,
+                    self._repairs,
+                    stop=self._stopped,
+                    checkpoint=self._sink.ledger.storage,
+                    withdrawn=self._sink.healing,
                 )
                 rounds.run(targets)
         except Exception as exc:  # noqa: BLE001 - the next round tries again; the stream goes on
@@ -162,7 +184,18 @@ class AuditLoop:
         while not self._stopped.is_set():
             started = time.monotonic()
             self.round()
-            self._stopped.wait(max(0.0, self._audit.interval_s - (time.monotonic() - started)))
+            self._stopped.wait(pause_after(time.monotonic() - started, self._audit.interval_s))
+
+    def _name_left_out(self, state: LedgerState, chosen: set[str]) -> None:
+        """Name the audited tables this round leaves out while they are rebuilt or refreshed (stopped ones aside).
+
+        So the log says, each round, why a table has no audit for a while.
+        """
+        for tid, table in sorted(state.tables.items()):
+            if tid in chosen or (self._audit.tables and tid not in self._audit.tables):
+                continue
+            if table.lifecycle.phase is not Phase.STOPPED:
+                left_out(tid, self._sink.healing(tid))
 
     def _settle_for(self, reader: PostgresReader, target: AuditTarget) -> Settle:
         return fabric_settle(
@@ -179,20 +212,28 @@ class AuditLoop:
         ends = topic_ends(self._source, topic) if topic else {}
         deadline = time.monotonic() + self._audit.settle_s
         while ends and not _committed_past(self._sink.state, topic or "", ends):
-            if time.monotonic() >= deadline or self._stopped.is_set():
-                break
+            if time.monotonic() >= deadline or self._stopped.is_set() or self._sink.healing(table_id) is not None:
+                break  # a table withdrawn meanwhile is left out right after this wait
             time.sleep(POLL_S)
         return self._sink.state.tables[table_id].next_number - 1
+
+
+def pause_after(elapsed_s: float, interval_s: float) -> float:
+    """Seconds from a round's end to the next round's start: the rest of ``interval_s``, or all of it after an overrun.
+
+    A round back to back with the last would keep the audit reading nonstop, and would come to a table whose rebuild
+    the last one asked for before the sink took the request between batches.
+    """
+    return interval_s - elapsed_s if elapsed_s < interval_s else interval_s
 
 
 def topic_ends(source: Any, topic: str) -> dict[int, int]:
     """Each partition's end offset (high watermark) of ``topic`` now."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from connector.kafka_client import client_security_options
+    from connector.kafka_client import client_config
 
-    options, _skipped = client_security_options(source)
-    consumer = Consumer({**options, "bootstrap.servers": source.bootstrap_servers, "group.id": "cdc-mirror-audit"})
+    consumer = Consumer(client_config(source, **{"group.id": "cdc-mirror-audit"}))
     try:
         metadata = consumer.list_topics(topic, timeout=10)
         partitions = metadata.topics[topic].partitions if topic in metadata.topics else {}

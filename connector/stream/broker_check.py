@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from connector.config import SourceSettings
-from connector.kafka_client import client_security_options
+from connector.kafka_client import client_config
 from connector.operate.metrics import HealthState
 
 log = logging.getLogger(__name__)
@@ -24,9 +24,8 @@ class BrokerCheck:
     """Every ``interval_s``, ask the brokers for cluster metadata; report the outcome to ``health``."""
 
     def __init__(self, source: SourceSettings, health: HealthState, interval_s: float) -> None:
-        options, _ = client_security_options(source)
         self._bootstrap = source.bootstrap_servers
-        self._admin = AdminClient({**options, "bootstrap.servers": self._bootstrap})
+        self._admin = AdminClient(client_config(source))
         self._health = health
         self._interval_s = interval_s
         self._timeout_s = max(1.0, min(10.0, interval_s))

@@ -41,7 +41,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, Resou
 
 from connector.config import SourceSettings
 from connector.errors import TransientError
-from connector.kafka_client import client_security_options
+from connector.kafka_client import client_config
 
 log = logging.getLogger(__name__)
 
@@ -322,8 +322,7 @@ class TopicIds:
         asked = (batch_id, frozenset(topics))
         if asked != self._asked:
             if self._admin is None:
-                options, _ = client_security_options(self._source)
-                self._admin = AdminClient({**options, "bootstrap.servers": self._source.bootstrap_servers})
+                self._admin = AdminClient(client_config(self._source))
             described = _describe(self._admin, topics, self._timeout_s)
             self._ids = {name: topic_id for name, (topic_id, _) in described.items()}
             self._asked = asked
@@ -352,8 +351,7 @@ def check_offsets(
     Raises:
         OffsetsUnknown: the brokers did not answer (see ``read_brokers``).
     """
-    options, _ = client_security_options(source)
-    admin = AdminClient({**options, "bootstrap.servers": source.bootstrap_servers})
+    admin = AdminClient(client_config(source))
     names = {p.topic for p in expected} | set(subscribed)
     topics = read_brokers(admin, names, timeout_s)
     wanted = with_new_partitions(expected, topics, subscribed) if subscribed else dict(expected)

@@ -25,12 +25,13 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from connector.config import ConnectorSettings, SourceSettings
 from connector.errors import ConfigError
-from connector.kafka_client import client_security_options
+from connector.kafka.entra_token import entra_description, token_failure
+from connector.kafka_client import client_config
 from connector.operate.metrics import metrics_port_problem
 from connector.storage.base import TEMP_PREFIX, Storage
 from connector.storage.errors import InvalidCredential, StorageError
 from connector.storage.location import StorageLocation
-from connector.stream.source import kafka_jars, source_path
+from connector.stream.source import kafka_jars, plans_with_python, source_path
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,8 @@ def _check_source(settings: ConnectorSettings) -> dict[str, int] | None:
     if not source.bootstrap_servers:
         msg = "source.bootstrap_servers is required for source.kind=kafka (--bootstrap-servers)"
         raise ConfigError(msg)
-    kafka_jars()
+    if not plans_with_python(source):
+        kafka_jars()  # Spark's Java source plans: its jars must be there, and of this Spark
     return check_kafka(source, settings.trigger)
 
 
@@ -204,12 +206,7 @@ def check_kafka(source: SourceSettings, trigger: str) -> dict[str, int] | None:
         ConfigError: No broker answered in time, or the brokers refused the client's credentials.
     """
     bootstrap = str(source.bootstrap_servers)
-    options, skipped = client_security_options(source)
-    if skipped:
-        log.warning(
-            "start-up Kafka check: source.kafka_options %s have no librdkafka form; checking without them",
-            ", ".join(sorted(skipped)),
-        )
+    options = client_config(source)
     metadata = _broker_metadata(bootstrap, options, source.connect_timeout_s)
     matching = _matching_topics(source.topics, list(metadata.topics), bootstrap, trigger)
     if matching is None:
@@ -224,15 +221,16 @@ def _broker_metadata(bootstrap: str, options: dict[str, Any], timeout_s: float) 
         ConfigError: No broker answered in time, or the brokers refused the client's credentials.
     """
     reported: list[KafkaError] = []
-    admin = AdminClient(
-        {
-            **options,
-            "bootstrap.servers": bootstrap,
-            "error_cb": reported.append,
-            # Errors arrive through error_cb; librdkafka's own log would repeat them on stderr.
-            "log_level": 0,
-        }
-    )
+    # Errors arrive through error_cb; librdkafka's own log would repeat them on stderr.
+    options = {**options, "bootstrap.servers": bootstrap, "error_cb": reported.append, "log_level": 0}
+    identity = entra_description(options)
+    try:
+        admin = AdminClient(options)  # with an Entra identity, the first token is fetched here
+    except KafkaException as exc:
+        failure = token_failure(options)
+        reason = _scrub(str(exc.args[0]), options) if failure is None else failure
+        msg = f"Kafka broker {bootstrap} not tried: {reason}"
+        raise ConfigError(msg) from None
     deadline = time.monotonic() + timeout_s
     while True:
         remaining = deadline - time.monotonic()
@@ -248,8 +246,9 @@ def _broker_metadata(bootstrap: str, options: dict[str, Any], timeout_s: float) 
         admin.poll(0)  # serves error_cb
         refusal = next((e for e in reported if e.code() in _REFUSALS), None)
         if refusal is not None:
+            who = f"the identity {identity}" if identity else "the connector"
             msg = (
-                f"Kafka broker {bootstrap} refused the connector "
+                f"Kafka broker {bootstrap} refused {who} "
                 f"(security.protocol={options.get('security.protocol', 'PLAINTEXT')}, "
                 f"sasl.mechanism={options.get('sasl.mechanism') or options.get('sasl.mechanisms') or 'none'}): "
                 f"{_scrub(refusal.str(), options)}; check source.kafka_options"

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from connector.config import SourceSettings
 from connector.errors import ConfigError, LandingZoneCorrupt
-from connector.kafka_client import client_security_options
+from connector.kafka_client import client_config
 from connector.publish.ledger import BatchLedger, LedgerState, TableState
 from connector.publish.publisher import highest_number
 from connector.publish.source_offsets import kafka_offsets
@@ -179,8 +179,7 @@ def starting_offsets(resume_offsets: str, source: SourceSettings) -> str:
 
 def subscribed_partitions(source: SourceSettings) -> dict[str, list[int]]:
     """Partitions of the topics ``source.topics`` matches (as Spark's subscribePattern: the whole name)."""
-    options, _ = client_security_options(source)
-    admin = AdminClient({**options, "bootstrap.servers": source.bootstrap_servers})
+    admin = AdminClient(client_config(source))
     try:
         metadata = admin.list_topics(timeout=_METADATA_TIMEOUT_S)
     except KafkaException as exc:

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from connector.config import SourceSettings
-from connector.kafka_client import client_security_options
+from connector.kafka_client import client_config
 from connector.publish.lifecycle import SnapshotNotice
 
 log = logging.getLogger(__name__)
@@ -66,15 +66,15 @@ class NotificationReader:
     """A group-less consumer of one notification topic, assigned at its end or at a time."""
 
     def __init__(self, source: SourceSettings, topic: str) -> None:
-        options, _skipped = client_security_options(source)
         self.topic = topic
-        self._config: dict[str, Any] = {
-            **options,
-            "bootstrap.servers": source.bootstrap_servers,
-            "group.id": f"cdc-mirror-notifications-{uuid.uuid4().hex[:8]}",  # never committed: no group kept
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
+        self._config: dict[str, Any] = client_config(
+            source,
+            **{
+                "group.id": f"cdc-mirror-notifications-{uuid.uuid4().hex[:8]}",  # never committed: no group kept
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+            },
+        )
         self._consumer: Any = None
 
     def exists(self) -> bool:

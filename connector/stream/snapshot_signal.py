@@ -6,7 +6,9 @@ key is the connector's ``topic.prefix`` and its value
 Debezium's notifications of that snapshot carry the same ``id`` (``connector.stream.snapshot_notifications``), and
 ``stop-snapshot`` (same ``data``) stops it for that collection.
 The data collection is the table topic without its prefix: ``schema.table`` (PostgreSQL), ``db.table``
-(MySQL, MariaDB), ``db.schema.table`` (SQL Server). The connector needs ``kafka`` in
+(MySQL, MariaDB), ``db.schema.table`` (SQL Server). A table without a key gets a ``blocking`` snapshot instead:
+an incremental one reads in chunks by primary key and skips a table without one, while a blocking one pauses
+streaming and reads the table whole, as the initial snapshot did. The connector needs ``kafka`` in
 ``signal.enabled.channels`` and, for PostgreSQL and the others that watermark through it, a signalling
 table (``signal.data.collection``): README, "Rebuilding a table".
 """
@@ -21,7 +23,7 @@ from typing import Any
 import orjson
 
 from connector.config import RebuildSettings, SourceSettings
-from connector.kafka_client import client_security_options
+from connector.kafka_client import client_config
 from connector.operate.rebuild import RebuildError
 from connector.publish.ledger import TableState
 from connector.publish.lifecycle import SnapshotNotice
@@ -41,14 +43,16 @@ def signal_target(topic: str, rebuild: RebuildSettings) -> tuple[str, str, str]:
     return rebuild.signal_topic or f"{prefix}-signal", prefix, topic[len(prefix) + 1 :]
 
 
-def signal_value(collection: str, signal_id: str | None = None, kind: str = "execute-snapshot") -> bytes:
+def signal_value(
+    collection: str, signal_id: str | None = None, kind: str = "execute-snapshot", snapshot: str = "incremental"
+) -> bytes:
     """The ``execute-snapshot`` (or ``stop-snapshot``) signal for exactly one data collection.
 
     Debezium reads ``data-collections`` as regular expressions: the name is escaped, so a ``.`` matches only
     itself and a MySQL ``$`` in a table name is no end anchor (which would match nothing: no snapshot at all).
     """
     pattern = re.escape(collection)
-    body: dict[str, Any] = {"type": kind, "data": {"data-collections": [pattern], "type": "incremental"}}
+    body: dict[str, Any] = {"type": kind, "data": {"data-collections": [pattern], "type": snapshot}}
     if signal_id is not None:
         body = {"id": signal_id, **body}
     return orjson.dumps(body)
@@ -59,14 +63,9 @@ def signal_producer_config(source: SourceSettings, who: str) -> dict[str, Any]:
     if not source.bootstrap_servers:
         msg = f"{who} signals Debezium through Kafka: source.bootstrap_servers is not set"
         raise RebuildError(msg)
-    options, _skipped = client_security_options(source)
-    return {
-        **options,
-        "bootstrap.servers": source.bootstrap_servers,
-        "acks": "all",
-        "enable.idempotence": True,
-        "message.timeout.ms": int(DELIVERY_TIMEOUT_S * 1000),
-    }
+    return client_config(
+        source, **{"acks": "all", "enable.idempotence": True, "message.timeout.ms": int(DELIVERY_TIMEOUT_S * 1000)}
+    )
 
 
 class KafkaSnapshotSignal:
@@ -82,11 +81,14 @@ class KafkaSnapshotSignal:
     def __call__(self, table_id: str, table: TableState) -> str:
         """Send the signal for ``table`` and wait for the broker's acknowledgement; returns the signal's id."""
         signal_id = uuid.uuid4().hex
-        collection = self._send(table, "execute-snapshot", signal_id)
+        snapshot = "blocking" if table.keyless else "incremental"
+        collection = self._send(table, "execute-snapshot", signal_id, snapshot)
         log.warning(
-            "table %s: asked Debezium (%s) for an incremental snapshot of %s (signal %s)",
+            "table %s: asked Debezium (%s) for a%s %s snapshot of %s (signal %s)",
             table_id,
             self._rebuild.topic_prefix or _topic(table).split(".", 1)[0],
+            "n" if snapshot == "incremental" else "",
+            snapshot,
             collection,
             signal_id,
         )
@@ -145,7 +147,7 @@ class KafkaSnapshotSignal:
         log.info("rebuilds follow Debezium's incremental snapshots through %s", reader.topic)
         return reader
 
-    def _send(self, table: TableState, kind: str, signal_id: str) -> str:
+    def _send(self, table: TableState, kind: str, signal_id: str, snapshot: str = "incremental") -> str:
         from confluent_kafka import KafkaError, KafkaException, Producer
 
         signal_topic, key, collection = signal_target(_topic(table), self._rebuild)
@@ -155,7 +157,7 @@ class KafkaSnapshotSignal:
             if err is not None:
                 failures.append(err)
 
-        value = signal_value(collection, signal_id, kind)
+        value = signal_value(collection, signal_id, kind, snapshot)
         try:
             producer = Producer(self._config)
             producer.produce(signal_topic, key=key.encode(), value=value, on_delivery=on_delivery)

@@ -1,6 +1,8 @@
-"""Spark sources: Spark's own Kafka source, or a folder of kcat ``-J`` dumps (the embedded default).
+"""Spark sources: Kafka (ours or Spark's Java source, ``source.planner``), or a folder of kcat ``-J`` dumps.
 
-Both end as the same thing in ``foreachBatch``: an Arrow table of records that ``records_from_arrow``
+Ours is ``connector.kafka.stream_source``; the packaged sample of kcat dumps is the embedded default.
+
+All end as the same thing in ``foreachBatch``: an Arrow table of records that ``records_from_arrow``
 turns into ``KafkaRecord`` objects for the core.
 """
 
@@ -123,6 +125,8 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
         msg = "source.bootstrap_servers is required for source.kind=kafka (--bootstrap-servers)"
         raise ConfigError(msg)
     headers = header_choice(settings.mirror)
+    if plans_with_python(source):
+        return _python_planned(spark, settings, headers)
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", source.bootstrap_servers)
@@ -156,6 +160,39 @@ def stream(spark: SparkSession, settings: ConnectorSettings) -> DataFrame:
         "headers", lambda h: h["key"].startswith(DEBEZIUM_HEADERS) & ~h["key"].startswith(DEBEZIUM_CONTEXT_HEADERS)
     )
     return records.select("topic", "partition", "offset", "key", "value", debezium.alias("headers"))
+
+
+def plans_with_python(source: SourceSettings) -> bool:
+    """Whether the connector's own source plans the micro-batches (``source.planner``), so no Kafka jars are needed.
+
+    Spark's Java source plans them when ``source.kafka_options`` hold options librdkafka has no form of.
+    """
+    if source.kind != "kafka" or source.planner != "python":
+        return False
+    return not client_security_options(source)[1]
+
+
+def _python_planned(spark: SparkSession, settings: ConnectorSettings, headers: HeaderChoice) -> DataFrame:
+    """The records of ``connector.kafka.stream_source``: already in the columns ``stream`` selects from Spark's."""
+    from connector.kafka.stream_source import SOURCE_NAME, PlanOptions, configured_source
+
+    source = settings.source
+    security, _ = client_security_options(source)
+    admin = {**security, "bootstrap.servers": str(source.bootstrap_servers)}
+    read_options = tuple(sorted({**DIRECT_READ_DEFAULTS, **admin}.items()))
+    spec = KafkaReadSpec(read_options, headers=headers, timestamps=headers == "all")
+    # The client options (secrets included) travel in the registered class, never in the reader's options.
+    spark.dataSource.register(configured_source(admin, spec))
+    options = {
+        # Absolute: Spark's planner process need not share the driver's working directory.
+        "checkpoint": str(Path(settings.checkpoint).absolute() / "spark"),
+        "subscribePattern": whole_name_pattern(source.topics),
+        "startingOffsets": source.starting_offsets,
+        "headers": headers,
+        **_batch_shape_options(source),
+    }
+    PlanOptions.of(options)  # a setting Spark's planner process would refuse is refused now, with its name
+    return spark.readStream.format(SOURCE_NAME).options(**options).load()
 
 
 def whole_name_pattern(topics: str) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from connector.config import ConnectorSettings
 from connector.secrets import has_secret_reference, is_secret_setting, resolve_secret_references
-from connector.stream.source import jvm_options, kafka_jars
+from connector.stream.source import jvm_options, kafka_jars, plans_with_python
 from connector.stream.spark_log import route_to_file
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def spark_session(settings: ConnectorSettings) -> SparkSession:
-    """A Spark session for the job; Kafka connector jars only when reading Kafka."""
+    """A Spark session for the job; Kafka connector jars only when Spark's own Kafka source plans the batches."""
     from pyspark.sql import SparkSession
 
     # The Python workers that collect slices must run this interpreter, which has the connector installed;
@@ -50,7 +50,7 @@ def spark_session(settings: ConnectorSettings) -> SparkSession:
         # order (connector.stream.slices), and AQE may re-plan a micro-batch's partitions behind that assumption.
         .config("spark.sql.adaptive.streaming.stateless.enabled", "false")
     )
-    if settings.source.kind == "kafka":
+    if settings.source.kind == "kafka" and not plans_with_python(settings.source):
         builder = builder.config("spark.jars", ",".join(kafka_jars()))
     # Secret references, and secret-looking Hadoop settings (which the running session accepts too).
     secret_conf = {

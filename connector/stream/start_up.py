@@ -25,6 +25,7 @@ from connector.storage import Storage
 from connector.stream.data_loss_healing import heal_data_loss, kafka_check
 from connector.stream.debezium_settings import check_debezium_settings
 from connector.stream.debezium_status_poller import DebeziumStatusPoller
+from connector.stream.empty_tables import find_empty_tables
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from connector.stream.preflight import check_before_spark
 from connector.stream.resume import resume_from_ledger, starting_offsets
@@ -96,6 +97,7 @@ def start_up(
         fabric_tables=fabric_status.poll_once if fabric_status is not None else None,
     )
     settings = _agree_with_ledger(settings, writer, spark_checkpoint, topics, resume=resume_from_ledger_offsets)
+    writer.sink.queue_empty_tables(find_empty_tables(settings, writer.sink.state, topics))
     metrics.set_table_states(writer.sink)
     metrics.BOARD.describe(settings)  # the status page: the job without secrets, then the sink's tables
     metrics.BOARD.attach_tables(writer.sink)

@@ -61,6 +61,22 @@ log "pip install -e . --no-deps, then -r requirements/test.txt"
 log "jar sets from Maven Central"
 bash deploy/local/fetch-jars.sh kafka spark-kafka connect-debezium connect-debezium-mariadb connect-avro apicurio-registry
 
+# axe-core from the npm registry, for the status page's browser test (injected into the page with Selenium):
+# version and integrity pinned, cached as .cache/axe-core/axe.min.js with its version beside it.
+AXE_VERSION=4.14.1
+AXE_INTEGRITY='sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ=='
+if [[ "$(cat .cache/axe-core/VERSION 2>/dev/null)" != "${AXE_VERSION}" || ! -s .cache/axe-core/axe.min.js ]]; then
+  log "axe-core ${AXE_VERSION} from the npm registry"
+  axe_tmp="$(mktemp -d)"
+  packed="$(cd "${axe_tmp}" && npm pack --silent --json "axe-core@${AXE_VERSION}")"
+  grep -qF "\"integrity\": \"${AXE_INTEGRITY}\"" <<<"${packed}" || { log "axe-core: integrity differs"; exit 1; }
+  tar -xzf "${axe_tmp}/axe-core-${AXE_VERSION}.tgz" -C "${axe_tmp}" package/axe.min.js
+  mkdir -p .cache/axe-core
+  mv "${axe_tmp}/package/axe.min.js" .cache/axe-core/axe.min.js
+  echo "${AXE_VERSION}" >.cache/axe-core/VERSION
+  rm -rf "${axe_tmp}"
+fi
+
 log "helm, promtool, etcd and kube-apiserver"
 bash deploy/local/tools.sh all
 log "ready"

@@ -159,7 +159,7 @@ def test_config_follows_the_connector_contract(render: Render, values: Path) -> 
         "spark",
         "mirror",
     }
-    assert set(config["source"]) - {"max_records_per_partition"} == {
+    assert set(config["source"]) - {"max_records_per_partition", "kafka_auth"} == {
         "kind",
         "bootstrap_servers",
         "topics",
@@ -170,6 +170,12 @@ def test_config_follows_the_connector_contract(render: Render, values: Path) -> 
     assert config["source"]["kind"] == "kafka"
     assert isinstance(config["source"]["max_offsets_per_trigger"], int)
     assert isinstance(config["source"].get("max_records_per_partition", 1), int)
+    if "kafka_auth" in config["source"]:  # Entra ID for Kafka: what the connector's settings take, no secret in it
+        auth = config["source"]["kafka_auth"]
+        assert auth["kind"] == "entra" and set(auth) <= {"kind", "credential", "scope"}
+        credential = auth["credential"]
+        kind = credential["kind"] if isinstance(credential, dict) else credential
+        assert kind in {"default", "workload_identity", "managed_identity"}
     assert config["landing_zone"]["credential"] in {
         "default",
         "workload_identity",
@@ -250,8 +256,12 @@ def test_identity_wiring(render: Render, values: Path) -> None:
     env = {e["name"]: e for e in container["env"]}
     assert pod["spec"]["serviceAccountName"] == sa["metadata"]["name"]
     uses_wi = pod["metadata"]["labels"].get("azure.workload.identity/use") == "true"
-    assert uses_wi == (credential == "workload_identity")
-    if credential == "workload_identity":
+    kafka_credential = config["source"].get("kafka_auth", {}).get("credential")
+    kafka_wi = (
+        (kafka_credential or {}).get("kind") == "workload_identity" if isinstance(kafka_credential, dict) else False
+    )
+    assert uses_wi == (credential == "workload_identity" or kafka_credential == "workload_identity" or kafka_wi)
+    if uses_wi:
         assert re.fullmatch(r"[0-9a-f-]{36}", sa["metadata"]["annotations"]["azure.workload.identity/client-id"])
         template = executor_template(objects)
         if template:
@@ -279,6 +289,47 @@ def test_workload_identity_example(render: Render) -> None:
         "azure.workload.identity/tenant-id": "72f988bf-86f1-41af-91ab-2d7cd011db47",
     }
     assert sa["automountServiceAccountToken"] is False  # local Spark needs no API token
+
+
+def test_event_hubs_through_kafka_s_own_workload_identity(render: Render) -> None:
+    """Kafka's Entra identity a workload identity, OneLake's a service principal: label, annotation, no password."""
+    objects = render(ci_file("event-hubs-entra-values.yaml"))
+    source = connector_config(objects)["source"]
+    client_id = "5b7c9d1e-2f3a-4b5c-8d6e-7f8091a2b3c4"
+    assert source["kafka_auth"] == {
+        "kind": "entra",
+        "credential": {"kind": "workload_identity", "client_id": client_id},
+    }
+    assert source["kafka_options"] == {"security.protocol": "SASL_SSL"}
+    sa = one(objects, "ServiceAccount")
+    assert sa["metadata"]["annotations"]["azure.workload.identity/client-id"] == client_id
+    template = executor_template(objects)
+    assert template is not None
+    for labels in (
+        one(objects, "StatefulSet")["spec"]["template"]["metadata"]["labels"],
+        template["metadata"]["labels"],
+    ):
+        assert labels["azure.workload.identity/use"] == "true"
+    for spec in pod_specs(objects):
+        names = {e["name"] for c in spec["containers"] for e in c.get("env", [])}
+        assert not names & {"KAFKA_SASL_PASSWORD", "KAFKA_SASL_JAAS_CONFIG"}
+
+
+def test_event_hubs_with_the_onelake_identity(render: Render) -> None:
+    objects = render(
+        ci_file("onelake-workload-identity-values.yaml"),
+        set_values=(
+            "kafka.security.protocol=SASL_SSL",
+            "kafka.security.entra.enabled=true",
+            "kafka.security.entra.scope=https://erp.servicebus.windows.net/.default",
+        ),
+    )
+    auth = connector_config(objects)["source"]["kafka_auth"]
+    assert auth == {
+        "kind": "entra",
+        "credential": "workload_identity",
+        "scope": "https://erp.servicebus.windows.net/.default",
+    }
 
 
 def test_sasl_password_comes_from_the_secret(render: Render) -> None:

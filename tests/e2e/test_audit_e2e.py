@@ -11,7 +11,9 @@ repaired through the running stream:
 3. a file removed from the landing zone before the double read it (the table's later files wait forever)
    → a rebuild.
 
-After each, an audit of the table is clean again; at the end ``verify --tables-path`` is exact.
+After each, an audit of the table is clean again; at the end ``verify --tables-path`` is exact. A table being
+rebuilt is never judged (issue 55): after the rebuild of fault 3, and after an operator's ``rebuild`` while rounds
+run every 2 s, no judgement of the table and no repair until the rebuild's snapshot completed, then a clean one.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ SENTINEL = 1_000_000
 PUBLICATION = "dbz_mirror"  # deploy/local/stack.sh PUBLICATION_NAME: FOR ALL TABLES
 WAIT_S = 240  # a bound on waits for real components, never an assertion on time
 AUDIT_LINE = re.compile(rf"audit {re.escape(REF.id)}: (clean|\d+ differences[^\n]*-> (\w+))")
+REPAIR_LINE = f"audit repair: table {REF.id}:"
+LEFT_OUT = f"audit {REF.id}: not judged while its rebuild or refresh is requested or under way"
+REBUILT = re.compile(rf"table \S*{re.escape(TABLE)}: its rebuild's snapshot completed")
 
 
 @contextmanager
@@ -151,6 +156,20 @@ def found_and_repaired(run: Run, since: int, repair: str) -> None:
     wait_until("a clean audit after the repair", lambda: ("clean", "") in run.judged(offset), run)
 
 
+def rebuilt_unjudged(run: Run, since: int) -> None:
+    """From ``since`` (the rebuild requested) until its snapshot completed: no judgement of the table and no repair,
+    however many rounds ran (each left it out); then a clean judgement, the first one."""
+    wait_until("the rebuild's snapshot to complete", lambda: REBUILT.search(run.text(), since), run)
+    done = REBUILT.search(run.text(), since)
+    assert done is not None
+    during = run.text()[since : done.start()]
+    assert not AUDIT_LINE.search(during), f"judged while rebuilt: {during[-3000:]}"
+    assert REPAIR_LINE not in during, during[-3000:]
+    assert LEFT_OUT in during, f"no round reached the table while it was rebuilt: {during[-3000:]}"
+    wait_until("a judgement after the rebuild", lambda: run.judged(done.end()), run)
+    assert run.judged(done.end())[0] == ("clean", ""), run.judged(done.end())
+
+
 def held(fabric: FabricReplicatorDouble) -> dict[int, tuple[object, ...]]:
     path = fabric.table_dir(REF)
     if not (path / "_delta_log").is_dir():
@@ -205,7 +224,19 @@ def lose_a_file_before_fabric_took_it(
     wait_until("the connector to publish the next update", lambda: file_numbers(fabric, waiting_only=True), run)
     fabric.start()
     found_and_repaired(run, since, "rebuild")
+    text = run.text()
+    asked = text.index("\n", text.index(f"{REPAIR_LINE} rebuild requested", since))  # the audit's own request
+    rebuilt_unjudged(run, asked)
     assert held(fabric)[10] == ("item 10", 1010) and held(fabric)[11] == ("item 11", 1011)
+
+
+def rebuild_while_rounds_run(conn: psycopg.Connection[tuple[object, ...]], run: Run, checkpoint: Path) -> None:
+    """(4) An operator's ``rebuild`` while rounds run: the table is left out until the rebuild completed."""
+    requested = run_connector("rebuild", REF.id, "--checkpoint", str(checkpoint))
+    assert requested.returncode == 0, requested.stdout + requested.stderr
+    since = len(run.text())  # the request is written: from here on no round judges the table
+    conn.execute(f"UPDATE public.{TABLE} SET qty = qty + 1000 WHERE id = 12")  # a change during the rebuild
+    rebuilt_unjudged(run, since)
 
 
 def test_the_audit_finds_and_repairs_what_nothing_else_caught(shared_stack: dict[str, str], tmp_path: Path) -> None:
@@ -224,6 +255,7 @@ def test_the_audit_finds_and_repairs_what_nothing_else_caught(shared_stack: dict
                 tamper_with_fabrics_table(fabric, run)
                 delete_behind_kafkas_back(conn, fabric, run)
                 lose_a_file_before_fabric_took_it(conn, fabric, run)
+                rebuild_while_rounds_run(conn, run, tmp_path / "cp")
             finally:
                 run.stop()
                 fabric.stop()

@@ -8,9 +8,12 @@ by ``deploy/local/setup-tests.sh``) driven by Selenium checks that the page show
 the dead letter; that the browser requested nothing outside the service (its performance log) and that neither the
 page nor ``/status.json`` holds the config's secret. The accessibility check is ours, with Selenium: ``lang``,
 one ``h1``, every form control labelled, every link and image named, every header cell scoped, and the Tab key
-reaching the filters and the sort links. The screenshot is saved where ``STATUS_PAGE_SCREENSHOT`` names (the docs'
-``docs/status-page.png``: ``STATUS_PAGE_SCREENSHOT=docs/status-page.png``), else beside the test's other files, so
-a run of the suite leaves the checkout as it found it.
+reaching the filters and the sort links; then axe-core (from the npm registry, cached by ``setup-tests.sh`` in
+``.cache/axe-core``) runs in the page as served by default, which must show no serious or critical violation, and the
+page reloads itself only once the reader turned that on with its link. The screenshot of the page as served is
+saved where ``STATUS_PAGE_SCREENSHOT`` names (the docs' ``docs/status-page.png``:
+``STATUS_PAGE_SCREENSHOT=docs/status-page.png``), else beside the test's other files, so a run of the suite leaves
+the checkout as it found it.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ TABLES = ("sp_keep", "sp_trunc", "sp_rebuild")
 WAIT_S = 180.0
 SECRET = f"sp-secret-{uuid.uuid4().hex}"
 SCREENSHOT_VARIABLE = "STATUS_PAGE_SCREENSHOT"
+AXE = REPO_ROOT / ".cache" / "axe-core" / "axe.min.js"
 
 
 def free_port() -> int:
@@ -193,6 +197,8 @@ def test_status_page_in_a_browser(shared_stack: dict[str, str], running: dict[st
     rebuild_one(running, browser)
     check_tables_plots_and_dead_letters(running, browser, stopped)
     check_accessibility(browser)
+    check_axe(browser, base)
+    check_reload_only_when_asked(browser, base)
     # Filter and sort through the page's own controls (a GET form, links): still the service's own address.
     Select(browser.find_element(By.ID, "state")).select_by_value("stopped")
     browser.find_element(By.CSS_SELECTOR, 'form[role="search"] button').click()
@@ -254,9 +260,7 @@ def rebuild_one(running: dict[str, Any], browser: Any) -> None:
 def check_tables_plots_and_dead_letters(running: dict[str, Any], browser: Any, stopped: dict[str, Any]) -> None:
     """Every table with the state ``tables`` prints (nothing moves now), the stopped one marked, plots, the letter."""
     base = running["base"]
-    browser.get(base + "/")
-    assert browser.find_elements(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]')  # the page reloads itself
-    browser.get(base + "/?refresh=0")  # not while the checks below hold its elements
+    browser.get(base + "/")  # as served: it does not reload while the checks below hold its elements
     assert page_states(browser) == tables_command(running["tmp"] / "cp")
     row = browser.find_element(By.CSS_SELECTOR, 'tr[data-table="public.sp_trunc"]')
     assert "alert" in (row.get_attribute("class") or "")
@@ -274,7 +278,7 @@ def save_screenshot(browser: Any, base: str, default: Path) -> None:
     """The whole page, not the window: headless Chromium keeps the window within its virtual screen."""
     wanted = os.environ.get(SCREENSHOT_VARIABLE)
     path = REPO_ROOT / wanted if wanted else default
-    browser.get(base + "/?refresh=0")
+    browser.get(base + "/")
     height = int(browser.execute_script("return document.documentElement.scrollHeight"))
     metrics = {"width": 1400, "height": min(height, 2400), "deviceScaleFactor": 1, "mobile": False}
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
@@ -292,6 +296,50 @@ def check_no_request_outside(driver: Any, base: str) -> None:
     assert urls, "the performance log holds no request"
     outside = [u for u in urls if not u.startswith(base + "/")]
     assert not outside, outside
+
+
+def check_axe(driver: Any, base: str) -> None:
+    """axe-core's WCAG rules on the page as served by default: no serious or critical violation.
+
+    Injected through WebDriver, which the page's Content-Security-Policy (no script at all) does not govern.
+    """
+    assert AXE.is_file(), f"{AXE} missing: run deploy/local/setup-tests.sh"
+    driver.get(base + "/")
+    driver.execute_script(AXE.read_text(encoding="utf-8"))
+    driver.set_script_timeout(120)
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']})"
+        ".then(r => done({version: axe.version, violations: r.violations, rules: r.passes.length}))"
+        ".catch(e => done({error: String(e)}));"
+    )
+    assert "error" not in result, result
+    grave = [
+        (v["id"], v["impact"], v["help"], [n["html"][:160] for n in v["nodes"][:3]])
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert not grave, f"axe-core {result['version']}: {grave}"
+    milder = [(v["id"], v["impact"]) for v in result["violations"]]
+    print(f"axe-core {result['version']}: no serious or critical violation; others: {milder or 'none'}")
+
+
+def check_reload_only_when_asked(driver: Any, base: str) -> None:
+    """Served without a reload; the reader's link turns it on (a meta refresh), the other link turns it off."""
+    driver.get(base + "/?state=running")
+    assert not driver.find_elements(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]')
+    nav = driver.find_element(By.CSS_SELECTOR, 'nav[aria-label="Page reload"]')
+    assert "Does not reload by itself" in nav.text
+    toggle = driver.find_element(By.ID, "reload-toggle")
+    assert toggle.accessible_name == "Reload every 10 s"
+    toggle.click()
+    WebDriverWait(driver, 30).until(lambda d: "refresh=10" in d.current_url)
+    meta = driver.find_element(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]')
+    assert meta.get_attribute("content") == "10" and "state=running" in driver.current_url
+    driver.find_element(By.ID, "reload-toggle").click()  # "Stop reloading"
+    WebDriverWait(driver, 30).until(lambda d: "refresh" not in d.current_url)
+    assert not driver.find_elements(By.CSS_SELECTOR, 'meta[http-equiv="refresh"]')
+    assert "state=running" in driver.current_url
 
 
 def check_accessibility(driver: Any) -> None:

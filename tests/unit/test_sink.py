@@ -349,14 +349,22 @@ def test_conflicting_metadata_stops_that_table_only(zone: Zone) -> None:
     assert zone.markers("public.schema/orders") == [(2, 0)]
 
 
-def test_key_without_columns_needs_config(zones: Callable[[], Zone]) -> None:
+def test_a_table_without_a_key_is_mirrored_without_key_columns(zones: Callable[[], Zone]) -> None:
+    """Before, its first event stopped it ("the event has no key"); now its rows arrive, identical ones all."""
     t = Topic("dbserver1.public.nokey", COLUMNS, [])
-    record = t.record("c", None, row(1), key_row=None)
-    keyless = KafkaRecord(record.topic, 0, 0, None, record.value)
-    result = zones().sink().process_batch(0, [keyless])
-    assert "no key" in result.stopped["public.nokey"]
-    ok = zones().sink(tables={"dbserver1.public.nokey": TableSettings(key_columns=["id"])})
-    assert not ok.process_batch(0, [keyless]).stopped
+    made = [t.record("r", None, row(1)), t.record("c", None, row(1)), t.record("c", None, row(2))]
+    keyless = [KafkaRecord(r.topic, 0, r.offset, None, r.value) for r in made]
+    zone = zones()
+    result = zone.sink().process_batch(0, keyless)
+    assert not result.stopped
+    folder = "public.schema/nokey"
+    assert "keyColumns" not in orjson.loads(zone.read(f"{folder}/_metadata.json"))
+    rows = zone.read_rows(folder)
+    assert [r["id"] for r in rows] == [1, 1, 2]
+    # Parquet: marker-free, whole-file inserts (delimited text always carries the marker: inserts, 0).
+    assert {r.get("__rowMarker__", 0) for r in rows} == {0}
+    keyed = zones().sink(tables={"dbserver1.public.nokey": TableSettings(key_columns=["id"])})
+    assert not keyed.process_batch(0, keyless).stopped
 
 
 # -- files ----------------------------------------------------------------------------------------------------

@@ -78,8 +78,38 @@ org.apache.kafka.common.security.scram.ScramLoginModule
 {{- end -}}
 {{- end -}}
 
+{{/* SASL with a user and password (PLAIN, SCRAM); Entra ID tokens need no secret. */}}
 {{- define "dfm.usesSasl" -}}
-{{- if hasPrefix "SASL_" .Values.kafka.security.protocol }}true{{ end -}}
+{{- if and (hasPrefix "SASL_" .Values.kafka.security.protocol) (not .Values.kafka.security.entra.enabled) }}true{{ end -}}
+{{- end -}}
+
+{{/* Kafka's Entra ID identity is a workload identity (its own, or the identity section's). */}}
+{{- define "dfm.kafkaWorkloadIdentity" -}}
+{{- $e := .Values.kafka.security.entra -}}
+{{- if and $e.enabled (or (eq $e.identity "workloadIdentity") (and (eq $e.identity "sameAsOneLake") (eq .Values.identity.type "workloadIdentity"))) }}true{{ end -}}
+{{- end -}}
+
+{{/* Some identity of the pods is a workload identity: the pods get the webhook's label, the ServiceAccount its client id. */}}
+{{- define "dfm.usesWorkloadIdentity" -}}
+{{- if or (eq .Values.identity.type "workloadIdentity") (include "dfm.kafkaWorkloadIdentity" .) }}true{{ end -}}
+{{- end -}}
+
+{{/* source.kafka_auth: the Entra identity (the identity section's kind, or its own kind and client id) and scope. */}}
+{{- define "dfm.kafkaAuth" -}}
+{{- $e := .Values.kafka.security.entra -}}
+{{- $credential := include "dfm.credential" . -}}
+{{- if ne $e.identity "sameAsOneLake" }}
+{{- $kinds := dict "workloadIdentity" "workload_identity" "managedIdentity" "managed_identity" -}}
+{{- $own := dict "kind" (get $kinds $e.identity) -}}
+{{- with $e.clientId }}{{- $_ := set $own "client_id" . -}}{{- end }}
+{{- if and (eq $e.identity "workloadIdentity") (eq .Values.identity.type "workloadIdentity") .Values.identity.workloadIdentity.tenantId }}
+{{- $_ := set $own "tenant_id" .Values.identity.workloadIdentity.tenantId -}}
+{{- end }}
+{{- $credential = $own -}}
+{{- end }}
+{{- $auth := dict "kind" "entra" "credential" $credential -}}
+{{- with $e.scope }}{{- $_ := set $auth "scope" . -}}{{- end }}
+{{- toJson $auth -}}
 {{- end -}}
 
 {{- define "dfm.usesTls" -}}
@@ -267,6 +297,9 @@ reference that the kubelet expands, never the password itself.
 {{- $source := dict "kind" "kafka" "bootstrap_servers" $k.bootstrapServers "topics" $k.topics "starting_offsets" $k.startingOffsets "max_offsets_per_trigger" (int64 $k.maxOffsetsPerTrigger) "kafka_options" $opts -}}
 {{- with $k.maxRecordsPerTask }}
 {{- $_ := set $source "max_records_per_partition" (int64 .) -}}
+{{- end }}
+{{- if $sec.entra.enabled }}
+{{- $_ := set $source "kafka_auth" (include "dfm.kafkaAuth" . | fromJson) -}}
 {{- end }}
 {{- if .Values.debezium.connectUrl }}
 {{- $_ := set $source "debezium_connect_url" .Values.debezium.connectUrl -}}

@@ -596,16 +596,32 @@ def test_a_declared_decimal_that_cannot_hold_a_value_stops_the_table_naming_the_
     assert piece.table.column("free").to_pylist() == [decimal.Decimal("1.00000000000000000001")]
 
 
-def test_a_table_without_key_columns_is_stopped_alike_by_the_lane_and_the_record_path() -> None:
-    """One key-column rule: before, the lane published a keyless table's rows while the record path stopped it."""
+def test_a_table_without_key_columns_is_collected_alike_by_the_lane_and_the_record_path() -> None:
+    """A keyless table (null Kafka keys): its inserts, duplicates included, are inserts (0) on both paths."""
     keyless = Topic("db.public.nokey", [field("id", "int32", optional=False), field("name", "string")], [])
-    records = [keyless.record("c", None, {"id": i, "name": f"n{i}"}) for i in range(3)]
+    records = [keyless.record(op, None, {"id": i % 2, "name": "same"}, key_row=None) for i, op in enumerate("ccrc")]
+    records = [KafkaRecord(r.topic, r.partition, r.offset, None, r.value) for r in records]
+    context = CollectContext(mirror=MirrorSettings(replay_safe_inserts=True))
+    lane = check(context, records)
+    assert lane.topics == ["db.public.nokey"]
+    piece = lane.collected.pieces["public.nokey"]
+    assert piece.key_columns == ()
+    assert piece.table is not None
+    assert piece.table.column("__rowMarker__").to_pylist() == [0, 0, 0, 0]  # no key for an upsert to match
+    assert piece.table.column("id").to_pylist() == [0, 1, 0, 1]
+
+
+def test_an_update_of_a_keyless_table_is_left_to_the_record_path_which_rebuilds_it() -> None:
+    keyless = Topic("db.public.nokey", [field("id", "int32", optional=False), field("name", "string")], [])
+    records = [keyless.record("c", None, {"id": 1, "name": "a"}, key_row=None)]
+    records.append(keyless.record("u", {"id": 1, "name": "a"}, {"id": 1, "name": "b"}, key_row=None))
+    records = [KafkaRecord(r.topic, r.partition, r.offset, None, r.value) for r in records]
     context = CollectContext(mirror=MirrorSettings())
     lane = check(context, records)
-    assert lane.collected.pieces == {}  # declined: the record path decides, and it stops the table
+    assert lane.topics == []
     collected = SliceCollector(context).collect(records)
-    assert list(collected.stopped) == ["public.nokey"]
-    assert "has no key" in collected.stopped["public.nokey"]
+    assert collected.resets == {"public.nokey": "keyless_change"}
+    assert "db.public.nokey[0]@1: an update of table public.nokey" in collected.stopped["public.nokey"]
 
 
 def test_topics_of_few_records_go_to_the_record_path_and_collect_alike() -> None:

@@ -7,6 +7,7 @@ dict standing in for the status reader.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -354,3 +355,72 @@ def test_a_signal_that_keeps_failing_is_logged_once_per_reason(
     signals.fail = False
     sink.advance_rebuilds()
     assert sink.state.tables[CUSTOMERS].lifecycle.phase == SNAPSHOT_REQUESTED
+
+
+def test_signal_value_for_a_keyless_table_asks_for_a_blocking_snapshot() -> None:
+    """An incremental snapshot reads in chunks by primary key, and Debezium skips a table without one."""
+    import orjson
+
+    assert orjson.loads(signal_value("public.t", "s1", snapshot="blocking"))["data"]["type"] == "blocking"
+
+
+def keyless_records(t: Topic, *rows: tuple[str, dict[str, Any]], snapshot: str | None = None) -> list[Any]:
+    from connector.events import KafkaRecord
+
+    made = [t.record(op, row if op == "u" else None, row, snapshot=snapshot) for op, row in rows]
+    return [KafkaRecord(r.topic, r.partition, r.offset, None, r.value) for r in made]
+
+
+def test_an_update_of_a_keyless_table_rebuilds_it_by_a_blocking_snapshot_and_no_other_table_pauses(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[bool] = []
+
+    class KeylessSignals(Signals):
+        def __call__(self, table_id: str, table: TableState) -> str:
+            seen.append(table.keyless)
+            return super().__call__(table_id, table)
+
+    sink, landing, _ = make_sink(tmp_path, KeylessSignals())
+    logs, other = Topic("dbserver1.public.logs", COLUMNS, []), Topic("dbserver1.public.orders", COLUMNS, ["id"])
+    row = {"id": 1, "name": "a"}
+    sink.process_batch(0, keyless_records(logs, ("c", row), ("c", row)))
+    assert sink.state.tables["public.logs"].keyless
+    with caplog.at_level("WARNING"):
+        result = sink.process_batch(
+            1, [*keyless_records(logs, ("u", {"id": 1, "name": "b"})), other.record("c", None, {"id": 9, "name": "o"})]
+        )
+    assert result.resets == {"public.logs": "keyless_change"} and result.stopped == {}
+    lines = [r.getMessage() for r in caplog.records if "public.logs" in r.getMessage()]
+    assert len(lines) == 1 and "dbserver1.public.logs[0]@2: an update of table public.logs" in lines[0], lines
+    assert files(landing, "public.schema/orders") == ["00000000000000000001.parquet", "_metadata.json"]
+
+    sink.advance_rebuilds()  # folder deleted, Fabric waited for (wait_s 0), the blocking snapshot asked for
+    sink.advance_rebuilds()
+    assert seen == [True]
+    rebuilt = sink.state.tables["public.logs"]
+    assert rebuilt.keyless and rebuilt.snapshot_expected and not rebuilt.initial_load_ended
+    # An insert streamed before Debezium paused, then the snapshot's reads: that snapshot, no new reset.
+    batch = keyless_records(logs, ("c", row))
+    batch += keyless_records(logs, ("r", row), ("r", {"id": 1, "name": "b"}), snapshot="first")
+    result = sink.process_batch(2, batch)
+    assert result.resets == {} and result.stopped == {}
+    assert not sink.state.tables["public.logs"].snapshot_expected
+    from connector.readback.landing_reader import read_data_file
+
+    published = read_data_file(landing, "public.schema/logs/00000000000000000001.parquet")
+    assert "__rowMarker__" not in published.column_names and published.num_rows == 3
+    assert landing.read_bytes("public.schema/logs/_metadata.json").strip() == b"{}"
+
+
+def test_a_keyless_table_is_rebuilt_where_a_keyed_one_is_refreshed(tmp_path: Path) -> None:
+    """A refresh re-reads rows into the folder: without a key to upsert by, they would be there twice."""
+    sink, _, _ = make_sink(tmp_path, Signals())
+    logs = Topic("dbserver1.public.logs", COLUMNS, [])
+    sink.process_batch(0, keyless_records(logs, ("c", {"id": 1, "name": "a"})))
+    table = sink.state.tables["public.logs"]
+    refreshing = table.lifecycle.begin_refresh("a column added with a default", now=1.0)
+    rebuilder = TableRebuilder(sink.landing, sink.ledger.storage, sink.mirror, signal=Signals())
+    state = rebuilder.advance(replace(sink.state, tables={"public.logs": replace(table, lifecycle=refreshing)}))
+    assert state.tables["public.logs"].lifecycle.phase in (WAITING, SNAPSHOT_REQUESTED)
+    assert "a keyless table is rebuilt, not refreshed" in (state.tables["public.logs"].lifecycle.reason or "")

@@ -116,11 +116,32 @@ def test_csp_allows_exactly_the_inline_stylesheet() -> None:
     digest = base64.b64encode(hashlib.sha256(style.group(1).encode()).digest()).decode()
     assert f"'sha256-{digest}'" in status_page.CSP and "default-src 'none'" in status_page.CSP
     assert not re.search(r"\b(src|href)=\"(https?:)?//", page)  # nothing from elsewhere
-    assert ' style="' not in page and "<script" not in page and '<meta http-equiv="refresh"' in page
+    assert ' style="' not in page and "<script" not in page
     paused = status_page.render_page(
         {"generated_at": "x", "job": {}, "tables": [], "series": {}, "dead_letters": {}}, {"refresh": "0"}
     )
     assert 'http-equiv="refresh"' not in paused and 'href="/?"' not in paused
+
+
+EMPTY = {"generated_at": "x", "job": {}, "tables": [], "series": {}, "dead_letters": {}}
+
+
+def test_the_page_reloads_only_when_the_reader_asks() -> None:
+    """No reload by default (it throws keyboard and screen-reader users to the top); a link turns it on, one off."""
+    page = status_page.render_page(EMPTY, {})
+    assert "http-equiv" not in page
+    assert '<nav aria-label="Page reload">' in page and "Does not reload by itself." in page
+    assert '<a href="/?refresh=10" id="reload-toggle">Reload every 10 s</a>' in page
+    assert '<a href="/" id="reload-now">Reload now</a>' in page
+    reloading = status_page.render_page(EMPTY, {"refresh": "10", "state": "stopped"})
+    assert '<meta http-equiv="refresh" content="10">' in reloading and "Reloads every 10 s." in reloading
+    assert '<a href="/?state=stopped" id="reload-toggle">Stop reloading</a>' in reloading
+    assert '<input type="hidden" name="refresh" value="10">' in reloading  # filtering keeps the reader's choice
+    turned_on = status_page.render_page(EMPTY, {"state": "stopped", "sort": "rows"})
+    assert 'href="/?state=stopped&amp;sort=rows&amp;refresh=10"' in turned_on
+    assert '<meta http-equiv="refresh" content="5">' in status_page.render_page(EMPTY, {"refresh": "1"})
+    for off in ("0", "-3", "soon", ""):
+        assert "http-equiv" not in status_page.render_page(EMPTY, {"refresh": off}), off
 
 
 def test_dead_letters_read_back_newest_first(tmp_path: Path) -> None:
@@ -167,3 +188,18 @@ def test_an_idle_browser_connection_does_not_hold_up_probes() -> None:
                 assert response.read() == b"ok\n"
     finally:
         server.shutdown()
+
+
+def test_a_table_without_a_key_says_so(tmp_path: Path) -> None:
+    result = board(tmp_path)
+    state = ledger_state()
+    state.tables["public.events"] = TableState("events", next_number=3, rows_published=9, keyless=True)
+    result.attach_tables(Ledger(state))
+    snap = result.snapshot((True, "running"), {}, now=NOW)
+    rows = {t["table"]: t for t in snap["tables"]}
+    assert rows["public.events"]["keyless"] and not rows["public.orders"]["keyless"]
+    page = status_page.render_page(snap, {})
+    events_row = re.search(r'<tr[^>]*data-table="public.events">.*?</tr>', page, re.S)
+    orders_row = re.search(r'<tr[^>]*data-table="public.orders">.*?</tr>', page, re.S)
+    assert events_row is not None and "(no key: inserts only)" in events_row.group(0)
+    assert orders_row is not None and "no key" not in orders_row.group(0)

@@ -157,3 +157,25 @@ def test_the_reset_counter_says_why(tmp_path: Path) -> None:
         "cdc_mirror_table_resets_total", {"table": OTHER, "reason": "new_snapshot"}
     )
     assert text is not None and text >= 1
+
+
+def test_the_blocking_snapshot_a_keyless_rebuild_asked_for_is_no_new_snapshot() -> None:
+    """Its reads may follow inserts streamed before Debezium paused: expected, they begin no second rebuild."""
+    import pyarrow as pa
+
+    from connector.collect.pieces import TablePiece, initial_load, piece_facts
+    from connector.landing_zone.layout import TableRef
+    from connector.publish.initial_load import check_initial_load, snapshot_read_in, snapshot_reset
+    from connector.publish.ledger import TableState
+
+    ops, snapshots = pa.array(["c", "r", "r"]), pa.array(["false", "first", "last"])
+    facts = piece_facts(ops, pa.array([1, 2, 3], pa.int64()), pa.array([None] * 3, pa.string()))
+    facts = type(facts)(events=facts.events, initial=initial_load(ops, snapshots))
+    pieces = [TablePiece(TableRef("public", "logs"), (), pa.table({"id": [1, 1, 2]}), ("t", 0, 7), facts)]
+    rebuilt = TableState(folder="public.schema/logs", keyless=True, snapshot_expected=True)
+    check = check_initial_load(pieces, rebuilt)
+    assert snapshot_reset("public.logs", check) is None and check.pass_ended
+    assert snapshot_read_in(pieces)
+    # Once the snapshot came, a later one is Debezium's own doing again: the table is rebuilt.
+    later = check_initial_load(pieces, TableState(folder="public.schema/logs", keyless=True, initial_load_ended=True))
+    assert snapshot_reset("public.logs", later) is not None

@@ -110,3 +110,13 @@ def test_the_first_write_creates_the_file(tmp_path: Path) -> None:
 def test_different_key_columns_still_name_them(tmp_path: Path) -> None:
     with pytest.raises(TableStopped, match=r"keyColumns \['other'\].*\['id'\]"):
         ensure_over(tmp_path, {"keyColumns": ["other"]}, parquet_content())
+
+
+def test_a_keyless_table_over_an_existing_keyed_metadata_stops_it_and_its_own_is_accepted(tmp_path: Path) -> None:
+    """keyColumns can never change: a table that lost its key (or got one) is rebuilt, whichever way round."""
+    keyless = table_metadata((), {})
+    with pytest.raises(TableStopped, match="keyColumns"):
+        ensure_over(tmp_path / "a", {"keyColumns": ["id"]}, keyless)
+    with pytest.raises(TableStopped, match="keyColumns"):
+        ensure_over(tmp_path / "b", {}, table_metadata(("id",), {}))
+    assert not ensure_over(tmp_path / "c", {}, keyless)

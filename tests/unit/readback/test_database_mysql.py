@@ -157,3 +157,15 @@ def test_url_parsing_and_redaction() -> None:
     assert redact_url("mysql://u:s3cret@h:1/db", keep_user=True) == "mysql://u:***@h:1/db"
     with pytest.raises(ConfigError, match="needs a user and a host"):
         MySqlSource.from_url("mysql:///db")
+
+
+def test_a_keyless_table_compares_as_a_multiset_of_rows_in_every_representation() -> None:
+    """No key: identical rows count one by one, a lost duplicate is missing and a doubled row extra."""
+    twice = iter([source_row(), source_row()])
+    assert compare_table("mirror.t", [], COLUMNS, twice, pa.concat_tables([mirror(), mirror()])).ok
+    lost = compare_table("mirror.t", [], COLUMNS, iter([source_row(), source_row()]), mirror())
+    assert (lost.missing, lost.extra, lost.matching) == (1, 0, 1)
+    doubled = compare_table("mirror.t", [], COLUMNS, iter([source_row()]), pa.concat_tables([mirror(), mirror()]))
+    assert (doubled.missing, doubled.extra, doubled.matching, doubled.differing) == (0, 1, 1, 0)
+    changed = compare_table("mirror.t", [], COLUMNS, iter([source_row()]), mirror(s="blue"))
+    assert (changed.missing, changed.extra) == (1, 1) and not changed.ok

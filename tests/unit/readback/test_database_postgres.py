@@ -63,3 +63,26 @@ def test_without_the_right_to_write_it_the_wal_position_said_once(caplog: pytest
     assert source.current_position() == "0/1A35390"
     assert sum("pg_logical_emit_message" in q for q, _ in conn.queries) == 1
     assert [r.message for r in caplog.records if "heartbeat.action.query" in r.message], caplog.text
+
+
+def test_a_keyless_table_compares_as_a_multiset_in_the_forms_values_are_mirrored_in() -> None:
+    """Decimals and times of day mirrored as text compare by their value; identical rows count one by one."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    from connector.readback.database_postgres import compare_rows
+
+    def source() -> dict[str, Any]:
+        at = dt.datetime(2026, 1, 2, 4, 4, 5, 123456, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+        return {"n": Decimal("1.50"), "t": dt.time(1, 2, 3), "at": at, "j": {"b": 1, "a": 2}, "b": memoryview(b"\x01")}
+
+    row = {"n": "1.5", "t": "01:02:03", "at": dt.datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=dt.UTC)}
+    row |= {"j": '{"a": 2, "b": 1}', "b": b"\x01"}
+    types = pa.schema([("n", pa.string()), ("t", pa.string()), ("at", pa.timestamp("us", "UTC")), ("j", pa.string())])
+    mirror = pa.Table.from_pylist([row, row], schema=types.append(pa.field("b", pa.binary())))
+    assert compare_rows("public.logs", [], [source(), source()], mirror).ok
+    one = compare_rows("public.logs", [], [source(), source(), source()], mirror)
+    assert (one.source_rows, one.mirror_rows, one.matching, one.missing, one.extra) == (3, 2, 2, 1, 0)
+    assert compare_rows("public.logs", [], [], mirror).extra == 2

@@ -115,7 +115,6 @@ def test_missing_metadata(zone: LocalStorage) -> None:
     [
         (b"{not json", "is not valid JSON"),
         (b"[1, 2]", "is not a JSON object"),
-        (b"{}", "declares no keyColumns"),
         (b'{"keyColumns": []}', "keyColumns must be a non-empty list"),
         (b'{"keyColumns": "id"}', "keyColumns must be a non-empty list"),
         (b'{"keyColumns": ["id", 3]}', "keyColumns must be a non-empty list"),
@@ -130,6 +129,24 @@ def test_invalid_metadata(storage: LocalStorage, content: bytes, expected: str) 
     problem = only(validate_landing_zone(storage))
     assert problem.path == "t/_metadata.json"
     assert expected in problem.message
+
+
+def test_a_table_without_key_columns_is_valid_with_inserts_only(storage: LocalStorage) -> None:
+    """The seed allows a table without keyColumns: marker-free files, duplicates and inserts (0) are fine."""
+    put_json(storage, "_partnerEvents.json", {"partnerName": "acme", "sourceInfo": {"sourceType": "PostgreSQL"}})
+    put_json(storage, "logs/_metadata.json", {})
+    put_parquet(storage, f"logs/{name(1)}", rows([1, 1, 2]))
+    put_parquet(storage, f"logs/{name(2)}", rows([3, 3], [0, 0]))
+    assert validate_landing_zone(storage) == []
+
+
+def test_a_table_without_key_columns_refuses_updates_deletes_and_upserts(storage: LocalStorage) -> None:
+    put_json(storage, "_partnerEvents.json", {"partnerName": "acme", "sourceInfo": {"sourceType": "PostgreSQL"}})
+    put_json(storage, "logs/_metadata.json", {})
+    put_parquet(storage, f"logs/{name(1)}", rows([1, 2, 3, 4], [0, 1, 2, 4]))
+    problem = only(validate_landing_zone(storage))
+    assert problem.path == f"logs/{name(1)}"
+    assert "3 rows are not inserts (0), but the table declares no keyColumns" in problem.message
 
 
 def test_key_columns_spelled_like_the_delimited_text_example_are_accepted(storage: LocalStorage) -> None:

@@ -12,9 +12,11 @@ import pyarrow as pa
 
 from connector.collect.encoding import FileFormat
 from connector.events import ROW_MARKER_COLUMN
+from connector.landing_zone.layout import TableRef
 from connector.readback.database_postgres import compare_rows
 from connector.readback.delta_oracle import apply_to_delta
 from connector.readback.table_report import TableReport
+from connector.readback.verify import NO_FABRIC_TABLE, NO_MIRROR_TABLE, _compare, _compare_mirrored
 from connector.storage.local import LocalStorage
 
 
@@ -93,3 +95,50 @@ def test_numeric_nan_in_source_and_mirror_matches() -> None:
     mirror = pa.table({"id": [1], "n": ["NaN"]})
     report = compare_rows("t", ["id"], [{"id": 1, "n": Decimal("NaN")}], mirror)
     assert report.ok, report.examples
+
+
+class _EmptySource:
+    """A source whose table is empty and has columns: what an empty table looks like from the source."""
+
+    def check(self, table: object) -> None:
+        pass
+
+    def compare(self, table: TableRef, key_columns: list[str], mirror: pa.Table) -> TableReport:
+        report = TableReport(table.id, mirror_rows=mirror.num_rows)
+        report.judge_columns(["id", "name"], mirror)
+        return report
+
+
+def test_a_folder_without_a_data_file_is_no_table_and_never_exact(tmp_path: Path) -> None:
+    zone = LocalStorage(tmp_path / "zone")
+    zone.create("public.schema/t/_metadata.json", json.dumps({"keyColumns": ["id"]}).encode())
+    ref = TableRef("public", "t")
+    report = _compare(_EmptySource(), zone, ref, tmp_path / "delta")  # type: ignore[arg-type]
+    assert not report.ok
+    assert report.absent == NO_MIRROR_TABLE
+
+
+def test_an_empty_table_with_its_zero_row_file_is_exact(tmp_path: Path) -> None:
+    zone = LocalStorage(tmp_path / "zone")
+    zone.create("public.schema/t/_metadata.json", json.dumps({"keyColumns": ["id"]}).encode())
+    empty = pa.schema([pa.field("id", pa.int32()), pa.field("name", pa.string())]).empty_table()
+    zone.create(f"public.schema/t/{1:020d}.parquet", FileFormat().encode(empty))
+    report = _compare(_EmptySource(), zone, TableRef("public", "t"), tmp_path / "delta")  # type: ignore[arg-type]
+    assert report.ok, report.line()
+
+
+class _NoFabricTable:
+    def exists(self, table: TableRef) -> bool:
+        return False
+
+    def read(self, table: TableRef, key_columns: object) -> None:
+        return None
+
+
+def test_a_table_fabric_does_not_hold_is_a_difference(tmp_path: Path) -> None:
+    zone = LocalStorage(tmp_path / "zone")
+    zone.create("public.schema/t/_metadata.json", json.dumps({"keyColumns": []}).encode())
+    ref = TableRef("public", "t")
+    report = _compare_mirrored(_EmptySource(), zone, ref, _NoFabricTable(), 1.0)  # type: ignore[arg-type]
+    assert not report.ok
+    assert report.absent == NO_FABRIC_TABLE

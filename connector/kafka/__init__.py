@@ -1,0 +1,1 @@
+"""Kafka: the clients' options and authentication (librdkafka's dialect, Microsoft Entra ID)."""
