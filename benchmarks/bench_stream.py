@@ -34,8 +34,8 @@ from benchmarks.events import BENCH_TOPIC, expected_ids, generated_events
 from connector.config import load_settings
 from connector.operate.metrics import HealthState
 from connector.sink import MirrorSink
+from connector.spark.worker_warmup import warm_workers
 from connector.storage import LocalStorage
-from connector.stream.worker_warmup import warm_workers
 
 _KAFKA_SH = Path(__file__).resolve().parents[1] / "deploy" / "local" / "kafka.sh"
 
@@ -179,7 +179,7 @@ def _check_mirror(landing_zone: str, events: int) -> None:
 
 def _class_archive(choice: str) -> str | None:
     """The driver's class archive the run maps, as the image's driver does: written first if it is missing."""
-    from connector.stream.class_archive import archive_for_this_java, write_class_archive
+    from connector.spark.class_archive import archive_for_this_java, write_class_archive
 
     if choice == "none":
         return None
@@ -192,10 +192,10 @@ def _class_archive(choice: str) -> str | None:
 
 def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear script, printed as it goes
     """Run the benchmark and print its figures; the last line is the one the README records."""
+    from connector.kafka.spark_checkpoint import SparkCheckpoint
+    from connector.spark.source import kafka_read_spec, stream
+    from connector.spark.spark_session import spark_session
     from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
-    from connector.stream.source import kafka_read_spec, stream
-    from connector.stream.spark_checkpoint import SparkCheckpoint
-    from connector.stream.spark_session import spark_session
 
     events, partitions = args.events, args.partitions
     topic = f"{BENCH_TOPIC}.{uuid.uuid4().hex[:6]}"

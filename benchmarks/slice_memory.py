@@ -1,6 +1,6 @@
 """Peak memory of one executor task: a Kafka partition slice of N Debezium events of S bytes, collected and staged.
 
-This is what one Spark Python worker holds while it runs ``connector.stream.slices.collect_partition``: the
+This is what one Spark Python worker holds while it runs ``connector.spark.slices.collect_partition``: the
 slice's Arrow records (as Spark hands them over), the decoded change rows and the encoded Parquet, written
 to a local landing zone. Each case runs in a fresh process; the figure is its peak RSS (``ru_maxrss``) and
 the part above the process after its imports (interpreter, pyarrow, the connector). Sizes an executor's
@@ -24,8 +24,8 @@ def _case(size: int, records: int) -> None:
 
     from connector.collect.pieces import CollectContext
     from connector.config import MirrorSettings
+    from connector.spark.slices import SliceTask, collect_partition
     from connector.storage.location import StorageLocation
-    from connector.stream.slices import SliceTask, collect_partition
     from tests.support.debezium import Topic, field
 
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

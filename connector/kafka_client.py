@@ -7,7 +7,7 @@ trust or key stores are translated, with one warning line that names the librdka
 Java-only options with no librdkafka form (JKS stores, login callback classes) are refused by ``client_config``
 with one line naming them, unless the librdkafka form is given beside them (then they are Spark's copy).
 ``source.kafka_auth`` ``entra`` adds SASL OAUTHBEARER with tokens from Microsoft Entra ID
-(``connector.kafka.entra_token``).
+(``connector.kafka_token``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from connector.config import SourceSettings
 from connector.errors import ConfigError
-from connector.kafka.entra_token import EntraAuth, event_hubs_scope, with_token_callback
+from connector.kafka_token import EntraAuth, event_hubs_scope, with_token_callback
 from connector.secrets import resolve_secret_references
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def client_security_options(source: SourceSettings) -> tuple[dict[str, Any], lis
     """(librdkafka options of ``source.kafka_options`` and ``kafka_auth``, keys with no librdkafka form).
 
     The options are strings only (no callback), to be shipped where clients are built: pass them through
-    ``connector.kafka.entra_token.with_token_callback`` there. ``client_config`` is the whole configuration.
+    ``connector.kafka_token.with_token_callback`` there. ``client_config`` is the whole configuration.
     """
     dialect = _translate(source)
     return dialect.options, sorted(dialect.java_only)
@@ -147,7 +147,7 @@ def _jaas(dialect: _Dialect, raw_key: str, value: str) -> None:
 
 
 def _entra(dialect: _Dialect, source: SourceSettings) -> None:
-    """SASL OAUTHBEARER with the Entra identity described for ``connector.kafka.entra_token``'s callback."""
+    """SASL OAUTHBEARER with the Entra identity described for ``connector.kafka_token``'s callback."""
     options = dialect.options
     scope = source.kafka_auth.scope or event_hubs_scope(source.bootstrap_servers)
     if not scope:

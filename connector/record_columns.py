@@ -28,7 +28,7 @@ def records_from_arrow(table: pa.Table) -> tuple[list[KafkaRecord], list[str]]:
         headers = _header_tuples(header_column)
     else:
         headers = itertools.repeat((), count)  # the common case: no header kept on any record
-    # Kafka timestamps: selected only for dead letters (``connector.stream.source``).
+    # Kafka timestamps: selected only for dead letters (``connector.spark.source``).
     timestamps: Iterable[int | None] = (
         table.column("timestamp_ms").to_pylist() if "timestamp_ms" in table.column_names else itertools.repeat(None)
     )

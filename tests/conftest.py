@@ -39,14 +39,14 @@ from typing import Any
 
 import pytest
 
-from connector.storage.local import LocalStorage
-from connector.storage.onelake import OneLakeStorage
-from connector.stream.class_archive import (
+from connector.spark.class_archive import (
     ClassArchiveError,
     archive_for_this_java,
     archive_java_options,
     write_class_archive,
 )
+from connector.storage.local import LocalStorage
+from connector.storage.onelake import OneLakeStorage
 from tests.support.dfs_server import (
     OTHER_IDENTITY_VARIABLES,
     DfsTestServer,

@@ -4,12 +4,12 @@ Spark's Kafka source turns every record into a JVM row and then into Arrow for t
 it: most of a micro-batch's executor CPU (the JIT compiling that path, the rows, the transfer) went there, on
 top of the decode. Here the worker reads the ranges Spark planned for the batch itself, with librdkafka (the
 plain consumer's CPU: about 1 CPU-s per 1M records), one consumer for all of a task's partitions, kept for the
-worker's life. The columns are the ones ``connector.stream.source.stream`` selects from Spark's source, so the
+worker's life. The columns are the ones ``connector.spark.source.stream`` selects from Spark's source, so the
 slice is collected by the same code either way.
 
 The rules are Spark's own with ``failOnDataLoss``: a range whose first offset is no longer in the log (aged
 out, deleted, the topic re-created) or whose end lies past the log's end stops the batch with an error that
-names the topic, partition and offsets (``KAFKA_DATA_LOSS``, read by ``connector.stream.query_failure``).
+names the topic, partition and offsets (``KAFKA_DATA_LOSS``, read by ``connector.healing.query_failure``).
 ``read_ranges_past_gaps`` instead reads on past such a gap and returns it (``ReadGap``), for the driver to record
 it and rebuild the table it carried while every other table goes on (``mirror.on_data_lost: rebuild``).
 Offsets the log skips inside a range (compaction, transaction markers) are not loss: a range ends at its end
@@ -30,12 +30,12 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from connector.errors import ConnectorError, TransientError
-from connector.kafka.entra_token import with_token_callback
+from connector.kafka_token import with_token_callback
 
 log = logging.getLogger(__name__)
 
 HeaderChoice = Literal["none", "debezium", "all"]
-#: ``debezium`` headers: Debezium's own, except its per-record context (``connector.stream.source`` filters alike).
+#: ``debezium`` headers: Debezium's own, except its per-record context (``connector.spark.source`` filters alike).
 DEBEZIUM_HEADERS = "__debezium."
 DEBEZIUM_CONTEXT_HEADERS = "__debezium.context."
 

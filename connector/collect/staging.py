@@ -1,6 +1,6 @@
 """Encode and stage: a collected slice's pieces → files under staged names in their table folders.
 
-This runs where the slice was collected: in a Spark task on an executor (``connector.stream.slices``), or in
+This runs where the slice was collected: in a Spark task on an executor (``connector.spark.slices``), or in
 the driver for the records it collects itself (``convert``, ``spark.decode_on: driver``, ``keep-last``
 tables). Each piece is split within the file-size limits, encoded, and written as
 ``_staged_<batch>_<slice>_<chunk>_<attempt>.<ext>``: the batch id, the piece's first record (topic, partition,

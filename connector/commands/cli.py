@@ -302,7 +302,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "class-archive":
         from pathlib import Path
 
-        from connector.stream.class_archive import write_class_archive
+        from connector.spark.class_archive import write_class_archive
 
         write_class_archive(Path(args.path))
         print(f"class archive written: {args.path}")

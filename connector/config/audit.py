@@ -1,7 +1,7 @@
 """``mirror.audit``: the continuous audit that compares the source with what Fabric holds, and repairs it.
 
 Off by default. When on, the streaming job compares each table in ``tables`` (all when empty) with the mirrored
-database's Delta table every ``interval_s`` (``connector.readback.audit``), reading at most ``max_rows_per_s``
+database's Delta table every ``interval_s`` (``connector.audit.compare``), reading at most ``max_rows_per_s``
 rows a second on both sides together so it never starves the stream, and repairs each difference that outlasts the
 mirror's lag: differing or missing keys are re-read through Debezium's signal, keys the source no longer has get
 delete rows, and a table with more than ``repair_threshold`` differing keys is rebuilt instead.

@@ -1,1 +1,1 @@
-"""Kafka: the clients' options and authentication (librdkafka's dialect, Microsoft Entra ID)."""
+"""Kafka: the connector's own source, its offsets in Spark's checkpoint, batch ranges, Entra ID for clients."""

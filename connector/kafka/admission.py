@@ -1,7 +1,7 @@
 """Where a micro-batch ends: Spark's Kafka source's admission rules, over plain offset maps.
 
 Offsets are Spark's Kafka source's JSON shape, ``{"topic": {"partition": offset}}``. A partition the start does not
-name (a new topic or partition) starts at offset 0, as ``connector.stream.kafka_ranges`` plans it: a log that no
+name (a new topic or partition) starts at offset 0, as ``connector.kafka.ranges`` plans it: a log that no
 longer starts there has lost records, which the read and the data-loss check report.
 """
 

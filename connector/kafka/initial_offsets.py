@@ -2,7 +2,7 @@
 
 Spark's Kafka source resolves ``startingOffsets`` once and writes the result to ``<checkpoint>/sources/0/0`` (a NUL
 byte, ``v1``, a newline and the offsets JSON, no newline after): a restart before batch 0 committed starts that batch
-at the same offsets, and ``connector.stream.kafka_ranges`` reads a first batch's start there. Writing the same file
+at the same offsets, and ``connector.kafka.ranges`` reads a first batch's start there. Writing the same file
 lets a checkpoint pass between Spark's source and ours in either direction.
 """
 

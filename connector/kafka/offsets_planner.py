@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from connector.errors import TransientError
 from connector.kafka.admission import Offsets, sorted_offsets
-from connector.kafka.entra_token import with_token_callback
+from connector.kafka_token import with_token_callback
 
 log = logging.getLogger(__name__)
 

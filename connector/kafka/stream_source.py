@@ -67,7 +67,7 @@ class PlanOptions:
 
     @classmethod
     def of(cls, options: Mapping[str, str]) -> PlanOptions:
-        """The options ``connector.stream.source`` gives the reader (Spark's Kafka source's names).
+        """The options ``connector.spark.source`` gives the reader (Spark's Kafka source's names).
 
         Raises:
             ConfigError: ``source.starting_offsets`` or ``source.max_trigger_delay`` is not what Spark takes.
@@ -115,7 +115,7 @@ class KafkaSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        """The columns of Spark's Kafka source that ``connector.stream.source.stream`` selects."""
+        """The columns of Spark's Kafka source that ``connector.spark.source.stream`` selects."""
         return _COLUMNS[self.options.get("headers") or "none"]
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

@@ -1,6 +1,6 @@
 """Each table's last audit (``mirror.audit``), kept in the checkpoint so ``tables`` shows it beside the table.
 
-The running job's audit writes it after each table (``connector.readback.audit``); ``tables`` reads it without the
+The running job's audit writes it after each table (``connector.audit.compare``); ``tables`` reads it without the
 writer fence, like the job status.
 """
 

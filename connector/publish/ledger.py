@@ -62,7 +62,7 @@ _LOAD_ATTEMPTS = 3
 #: Batches whose source offsets the state keeps. Spark keeps 100 offsets logs by default
 #: (``spark.sql.streaming.minBatchesToRetain``) and only ever re-runs the last one.
 SOURCE_HISTORY = 200
-#: Data gaps the state keeps for audit (``connector.stream.data_loss_healing``); the oldest are dropped.
+#: Data gaps the state keeps for audit (``connector.healing.data_loss_healing``); the oldest are dropped.
 GAP_HISTORY = 100
 #: Format of the ``data_gaps`` entry, versioned on its own so gap records can grow without a new ledger format.
 _GAPS_VERSION = 1
@@ -146,7 +146,7 @@ class DataGap:
         partition: The partition number.
         first: The first offset lost (the next one the mirror expected).
         last: The last offset lost (inclusive); ``None`` when the log that held them is gone.
-        kind: ``retention``, ``recreated`` or ``partition-gone`` (``connector.stream.data_loss.LostRange``).
+        kind: ``retention``, ``recreated`` or ``partition-gone`` (``connector.healing.data_loss.LostRange``).
         detected_at: Epoch seconds of the start-up that found it.
     """
 

@@ -25,18 +25,18 @@ import pyarrow as pa
 
 from connector.collect.kafka_read import KafkaReadSpec, ReadGap
 from connector.collect.pieces import CollectContext, Collected
+from connector.healing.data_loss import TopicIds
+from connector.healing.data_loss_healing import heal_in_batch, lost_in_batch
+from connector.kafka.ranges import RangeSplit, batch_ranges
+from connector.kafka.spark_checkpoint import SparkCheckpoint
 from connector.operate import metrics
 from connector.publish.batch_plan import BatchInput
 from connector.publish.batch_result import BatchResult
 from connector.publish.source_offsets import kafka_offsets
 from connector.sink import MirrorSink, SinkBatch
+from connector.spark.slices import TASKS_PER_CORE, SliceTask, collect_ranges, collect_slices
 from connector.storage.location import StorageLocation
 from connector.stream.batch_retry import retry_transient
-from connector.stream.data_loss import TopicIds
-from connector.stream.data_loss_healing import heal_in_batch, lost_in_batch
-from connector.stream.kafka_ranges import RangeSplit, batch_ranges
-from connector.stream.slices import TASKS_PER_CORE, SliceTask, collect_ranges, collect_slices
-from connector.stream.spark_checkpoint import SparkCheckpoint
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -136,7 +136,7 @@ class BatchWriter(ABC):
     def _heal(self, topic_ids: Mapping[str, str], read: Sequence[ReadGap]) -> None:
         """Gaps the batch found (a topic's id changed, offsets gone), healed before it is planned (in its block).
 
-        ``connector.stream.data_loss_healing.heal_in_batch``: the gaps recorded and exactly their tables' rebuilds
+        ``connector.healing.data_loss_healing.heal_in_batch``: the gaps recorded and exactly their tables' rebuilds
         begun in one ledger commit; the batch's context then changes, and it is collected with the new one.
         """
         lost = lost_in_batch(self.sink.state, topic_ids, read)

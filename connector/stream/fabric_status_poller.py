@@ -24,7 +24,7 @@ from connector.fabric.status import (
     open_fabric_status,
 )
 from connector.operate import metrics
-from connector.stream.polling import PollingThread
+from connector.operate.polling import PollingThread
 
 #: Answers that are a setting's fault, not an outage: they stop ``run`` at start.
 _DEFINITE_REFUSALS = frozenset({400, 401, 403, 404})

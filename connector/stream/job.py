@@ -3,7 +3,7 @@
 The start-up before the query is ``start_up``; the session, ``spark_session``; reading the query's progress,
 ``progress``. Each micro-batch (bounded by ``maxOffsetsPerTrigger``) is collected to the driver as Arrow
 (``spark.decode_on: driver``, the default) or collected in slices on the executors (``executors``,
-``connector.stream.slices``). Either way the columnar lane (``connector.collect.lane``) takes the
+``connector.spark.slices``). Either way the columnar lane (``connector.collect.lane``) takes the
 topics it can decode in bulk and the record-by-record path the rest; the driver joins the pieces,
 numbers, encodes, publishes and commits. Spark's checkpoint lives in ``<checkpoint>/spark``, the
 connector's ledger in ``<checkpoint>/ledger``.
@@ -16,24 +16,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from connector.audit.loop import AuditLoop
 from connector.config import ConnectorSettings, spark_interval
 from connector.errors import ConnectorError
+from connector.healing.query_failure import report_query_failure
+from connector.kafka.ranges import RangeSplit
 from connector.operate import metrics
 from connector.operate.job_status import JobStatusRecorder
 from connector.sink import MirrorSink
-from connector.stream.audit_loop import AuditLoop
+from connector.spark.source import kafka_read_spec, stream
+from connector.spark.spark_log import write_to_debug_log
+from connector.spark.spark_session import QUERY_STOP_TIMEOUT_S, spark_session
+from connector.spark.worker_warmup import warm_workers
 from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
 from connector.stream.broker_check import BrokerCheck
-from connector.stream.kafka_ranges import RangeSplit
 from connector.stream.progress import new_progress, offsets_behind, records_per_second
-from connector.stream.query_failure import report_query_failure
 from connector.stream.rebuild_ticker import RebuildTicker
 from connector.stream.shutdown import GracefulStop
-from connector.stream.source import kafka_read_spec, stream
-from connector.stream.spark_log import write_to_debug_log
-from connector.stream.spark_session import QUERY_STOP_TIMEOUT_S, spark_session
 from connector.stream.start_up import StartedJob, start_up
-from connector.stream.worker_warmup import warm_workers
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,7 +47,7 @@ def run(settings: ConnectorSettings, *, resume_from_ledger_offsets: bool = False
     """Run the service until stopped (or, with ``available-now``, until caught up).
 
     ``resume_from_ledger_offsets`` (``--resume-from-ledger``) moves Spark's checkpoint aside and starts a new
-    one from the ledger's last end offsets (``connector.stream.resume``).
+    one from the ledger's last end offsets (``connector.healing.resume``).
     """
     # SIGTERM/SIGINT from the first instant on is a stop request, never a kill (exit 143): start-up looks at it
     # between its steps and ends with exit 0 before anything is published; the handlers go back on any error.
@@ -230,7 +230,7 @@ def _query_failure(text: str, on_data_lost: str) -> ConnectorError:
     """The one error a failed query is reported as; its full text goes to Spark's debug log first.
 
     Without a debug log (the operator's own Spark log configuration) the full text is logged here instead, for
-    a person to read when the cause is not one ``connector.stream.query_failure`` knows.
+    a person to read when the cause is not one ``connector.healing.query_failure`` knows.
     """
     debug_log = write_to_debug_log(text)
     if debug_log is None:

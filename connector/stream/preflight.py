@@ -25,13 +25,13 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from connector.config import ConnectorSettings, SourceSettings
 from connector.errors import ConfigError
-from connector.kafka.entra_token import entra_description, token_failure
 from connector.kafka_client import client_config
+from connector.kafka_token import entra_description, token_failure
 from connector.operate.metrics import metrics_port_problem
+from connector.spark.source import kafka_jars, plans_with_python, source_path
 from connector.storage.base import TEMP_PREFIX, Storage
 from connector.storage.errors import InvalidCredential, StorageError
 from connector.storage.location import StorageLocation
-from connector.stream.source import kafka_jars, plans_with_python, source_path
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Spark calls ``foreachBatch`` only when the topics have new records, so a rebuild
 ``mirror.rebuild.wait_s``) on a quiet source would wait for the next change. The ticker advances rebuilds
 every few seconds, under the sink's lock so it never runs inside a batch. Each tick also reads Debezium's
 notifications of the snapshots the rebuilds asked for (``TableRebuilder`` through the snapshot signal's reader,
-``connector.stream.snapshot_notifications``), so a table runs again soon after its snapshot completed, and a
+``connector.debezium_control.snapshot_notifications``), so a table runs again soon after its snapshot completed, and a
 stalled snapshot is noticed, even while no table has new records.
 """
 

@@ -16,23 +16,23 @@ from typing import TYPE_CHECKING
 from connector.config import ConnectorSettings
 from connector.debezium.decoder import open_decoder
 from connector.debezium.types import type_policy
+from connector.debezium_control.debezium_settings import check_debezium_settings
+from connector.debezium_control.debezium_status_poller import DebeziumStatusPoller
+from connector.debezium_control.snapshot_signal import KafkaSnapshotSignal
+from connector.healing.data_loss_healing import heal_data_loss, kafka_check
+from connector.healing.resume import resume_from_ledger, starting_offsets
+from connector.kafka.spark_checkpoint import SparkCheckpoint
 from connector.mirror_writer import MirrorWriter, open_mirror_writer
 from connector.operate import metrics
 from connector.operate.job_status import JobStatusRecorder
 from connector.publish.ledger import BatchLedger
 from connector.publish.source_identity import check_topic_prefix, check_topics
+from connector.spark.source import with_consumer_cache
 from connector.storage import Storage
-from connector.stream.data_loss_healing import heal_data_loss, kafka_check
-from connector.stream.debezium_settings import check_debezium_settings
-from connector.stream.debezium_status_poller import DebeziumStatusPoller
 from connector.stream.empty_tables import find_empty_tables
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from connector.stream.preflight import check_before_spark
-from connector.stream.resume import resume_from_ledger, starting_offsets
 from connector.stream.shutdown import GracefulStop
-from connector.stream.snapshot_signal import KafkaSnapshotSignal
-from connector.stream.source import with_consumer_cache
-from connector.stream.spark_checkpoint import SparkCheckpoint
 
 if TYPE_CHECKING:
     pass
@@ -170,7 +170,7 @@ def _heal_data_loss(
     """Find records Kafka no longer holds before Spark trips over them, and heal them (``mirror.on_data_lost``).
 
     The tables they carry are marked for rebuild (committed), then Spark's checkpoint moves past them
-    (``connector.stream.data_loss_healing``). Partitions a new checkpoint has not read yet are expected from offset
+    (``connector.healing.data_loss_healing``). Partitions a new checkpoint has not read yet are expected from offset
     0 only when Spark would read them so (its own checkpoint); a resume starts them at their first record.
     """
     heal_data_loss(

@@ -323,7 +323,7 @@ def test_replay_dockerfile_run_steps(tmp_path: Path) -> None:
     assert re.search(r"^connector:x:10001:10001:[^:]*:/home/connector:/usr/sbin/nologin$", passwd, re.MULTILINE)
     for owned in ("home/connector", "data"):
         assert (root / owned).stat().st_uid == 10001, owned
-    # The driver's class archive, written by the image's own Java and venv (connector/stream/class_archive.py).
+    # The driver's class archive, written by the image's own Java and venv (connector/spark/class_archive.py).
     assert replay.path(env["CONNECTOR_SPARK__CLASS_ARCHIVE"]).stat().st_size > 1 << 20
     entrypoint = replay.path("/opt/connector/entrypoint.sh")
     assert entrypoint.stat().st_mode & stat.S_IXUSR

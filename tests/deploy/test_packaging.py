@@ -42,7 +42,7 @@ def test_wheel_install_finds_the_packaged_sample_and_config_schema(wheel: Path, 
     probe = (
         "import connector, pathlib;"
         "from connector.config import SourceSettings;"
-        "from connector.stream.source import source_path;"
+        "from connector.spark.source import source_path;"
         "from connector.commands.check_config import SCHEMA_FILE;"
         "print(pathlib.Path(connector.__file__).parent);"
         "print(sorted(p.name for p in pathlib.Path(source_path(SourceSettings())).iterdir()));"

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from connector.config import ConnectorSettings
+from connector.debezium_control.debezium_settings import check_debezium_settings
 from connector.operate import metrics
 from connector.readback.database_mysql import MySqlSource
-from connector.stream.debezium_settings import check_debezium_settings
 from tests.support.kafka import run_connector
 from tests.support.kafka_connect import connect_request
 
@@ -165,6 +165,6 @@ def test_a_lossy_count_is_exported_and_an_unreachable_connect_only_logged(
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]
     unreachable = ConnectorSettings(source={"debezium_connect_url": f"http://127.0.0.1:{closed}"})
-    with caplog.at_level(logging.WARNING, logger="connector.stream.debezium_settings"):
+    with caplog.at_level(logging.WARNING, logger="connector.debezium_control.debezium_settings"):
         assert check_debezium_settings(unreachable) is None
     assert f"Debezium settings not checked: http://127.0.0.1:{closed}/connectors" in caplog.text

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
+from connector.debezium_control.debezium_status_poller import DebeziumStatusPoller
 from connector.operate import metrics
 from connector.operate.debezium_status import FAILED, UNREGISTERED, DebeziumConnectorStatus
-from connector.stream.debezium_status_poller import DebeziumStatusPoller
 from tests.support.kafka_connect import connect_request
 
 pytestmark = pytest.mark.e2e
@@ -79,7 +79,7 @@ def test_a_failed_task_is_reported_with_connects_reason(
 ) -> None:
     ours, failing, unknown = shared_stack["connector"], failing_connector, f"never-registered-{uuid.uuid4().hex[:6]}"
     poller = DebeziumStatusPoller(shared_stack["connect"], [ours, failing, unknown], interval_s=60)
-    with caplog.at_level(logging.INFO, logger="connector.stream.debezium_status_poller"):
+    with caplog.at_level(logging.INFO, logger="connector.debezium_control.debezium_status_poller"):
         # the task starts, then fails, asynchronously
         statuses = _poll_until(poller, lambda found: found[failing].failed > 0)
     assert statuses[failing].failed == 1, statuses[failing]
@@ -111,7 +111,7 @@ def test_a_failed_task_is_reported_with_connects_reason(
         closed = probe.getsockname()[1]
     gone = DebeziumStatusPoller(f"http://127.0.0.1:{closed}", [failing], interval_s=60)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="connector.stream.debezium_status_poller"):
+    with caplog.at_level(logging.WARNING, logger="connector.debezium_control.debezium_status_poller"):
         assert gone.poll_once() is None
         assert gone.poll_once() is None
     unread = [r.getMessage() for r in caplog.records if "status not read" in r.getMessage()]
@@ -129,7 +129,7 @@ def test_a_deleted_connector_is_reported_not_registered(
     assert shared_stack["connector"] in statuses, statuses
     connect_request("DELETE", f"{shared_stack['connect']}/connectors/{failing_connector}")
     named = DebeziumStatusPoller(shared_stack["connect"], [failing_connector], interval_s=60)
-    with caplog.at_level(logging.ERROR, logger="connector.stream.debezium_status_poller"):
+    with caplog.at_level(logging.ERROR, logger="connector.debezium_control.debezium_status_poller"):
         after = named.poll_once()
     assert after is not None and after[failing_connector].instance.state == UNREGISTERED, after
     assert f"Debezium connector {failing_connector} sends no changes: not registered on Kafka Connect" in caplog.text

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.stream.class_archive import ClassArchiveError, write_class_archive
+from connector.spark.class_archive import ClassArchiveError, write_class_archive
 
 pytestmark = pytest.mark.spark
 
@@ -19,7 +19,7 @@ _SESSION_MAPS = """
 import sys
 from pathlib import Path
 from connector.config import ConnectorSettings, SparkSettings
-from connector.stream.spark_session import spark_session
+from connector.spark.spark_session import spark_session
 spark = spark_session(ConnectorSettings(spark=SparkSettings(master="local[1]", class_archive=sys.argv[1])))
 pid = spark.sparkContext._gateway.proc.pid
 print(sys.argv[1] in Path(f"/proc/{pid}/maps").read_text())

@@ -17,11 +17,11 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from connector.config import SourceSettings
+from connector.healing.data_loss import LostRange, Partition, check_offsets, read_brokers
 from connector.publish.ledger import BatchLedger
 from connector.publish.lifecycle import Lifecycle
 from connector.readback.replay import replay_landing_zone
 from connector.storage.local import LocalStorage
-from connector.stream.data_loss import LostRange, Partition, check_offsets, read_brokers
 from tests.integration.test_stream_kafka import connector_args
 from tests.support.debezium import Topic, field
 from tests.support.kafka import produce as kafka_produce

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from connector.commands.cli import main
-from connector.stream.source import SAMPLE_EVENTS
+from connector.spark.source import SAMPLE_EVENTS
 from tests.support.dfs_server import (
     OTHER_IDENTITY_VARIABLES,
     DfsTestServer,

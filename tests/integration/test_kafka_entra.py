@@ -30,10 +30,10 @@ from connector.config import ConnectorSettings, SourceSettings
 from connector.kafka_client import client_config
 from connector.operate.metrics import HealthState
 from connector.readback.replay import replay_landing_zone
+from connector.spark.source import kafka_read_spec
 from connector.storage import LocalStorage
 from connector.stream.broker_check import BrokerCheck
 from connector.stream.preflight import check_kafka
-from connector.stream.source import kafka_read_spec
 from tests.integration.test_stream_kafka import assert_mirror_equals
 from tests.support.entra_double import EntraDouble
 from tests.support.kafka import REPO_ROOT

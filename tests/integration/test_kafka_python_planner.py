@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from connector.kafka.initial_offsets import read_initial_offsets
+from connector.kafka.spark_checkpoint import SparkCheckpoint
 from connector.storage import LocalStorage
-from connector.stream.spark_checkpoint import SparkCheckpoint
 from tests.integration.test_stream_kafka import assert_mirror_equals, connector_args, file_digests, prepare
 from tests.support.kafka import produce, run_connector
 

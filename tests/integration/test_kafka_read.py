@@ -26,8 +26,8 @@ from connector.collect.kafka_read import (
     read_ranges_past_gaps,
 )
 from connector.config import ConnectorSettings, MirrorSettings, SourceSettings
-from connector.stream.query_failure import SourceDataLost, explain_query_failure
-from connector.stream.source import kafka_read_spec
+from connector.healing.query_failure import SourceDataLost, explain_query_failure
+from connector.spark.source import kafka_read_spec
 
 pytestmark = pytest.mark.kafka
 

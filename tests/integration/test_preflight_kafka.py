@@ -25,14 +25,14 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from connector.config import SourceSettings
+from connector.debezium_control.snapshot_signal import signal_value
 from connector.events import KafkaRecord
+from connector.healing.data_loss import LostRange, Partition, check_offsets, read_offsets_log
 from connector.publish.ledger import BatchLedger
 from connector.publish.lifecycle import Lifecycle, Phase
 from connector.readback.replay import replay_landing_zone
 from connector.readback.validate import validate_landing_zone
 from connector.storage.local import LocalStorage
-from connector.stream.data_loss import LostRange, Partition, check_offsets, read_offsets_log
-from connector.stream.snapshot_signal import signal_value
 from tests.integration.test_stream_kafka import connector_args
 from tests.support.debezium import Topic, field
 from tests.support.kafka import REPO_ROOT, produce, run_connector

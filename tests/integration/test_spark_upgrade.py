@@ -24,8 +24,8 @@ import pyspark
 import pytest
 
 from connector.config import ConnectorSettings
+from connector.spark.spark_session import spark_session
 from connector.storage import LocalStorage
-from connector.stream.spark_session import spark_session
 from tests.integration.spark_checkpoint_fixture import FIXTURE, OPERATIONS, PREFIX, WRITTEN_BY, fixture_args
 from tests.integration.test_stream_kafka import assert_mirror_equals, connector_args, file_digests, prepare
 from tests.support.kafka import REPO_ROOT, produce, run_connector

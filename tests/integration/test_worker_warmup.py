@@ -1,7 +1,7 @@
 """Spark's Python workers in a real session: forked by the connector's daemon, warmed beside the query's start.
 
-``connector.stream.python_daemon`` imports the connector (and pyspark from its installed package) before it forks a
-worker; ``connector.stream.worker_warmup`` runs a task per core that creates each worker's Kafka consumer and fills
+``connector.spark.python_daemon`` imports the connector (and pyspark from its installed package) before it forks a
+worker; ``connector.spark.worker_warmup`` runs a task per core that creates each worker's Kafka consumer and fills
 its metadata cache.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from connector.config import ConnectorSettings, SourceSettings
-from connector.stream.source import kafka_read_spec
-from connector.stream.spark_session import spark_session
-from connector.stream.worker_warmup import warm_workers
+from connector.spark.source import kafka_read_spec
+from connector.spark.spark_session import spark_session
+from connector.spark.worker_warmup import warm_workers
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -33,7 +33,7 @@ def test_workers_start_with_the_connector_imported_and_a_warmed_consumer(kafka_b
         import sys
 
         # pandas: pyarrow imports it on the first ``pa.array`` of Python values, as every read's record columns are.
-        wanted = ("connector.stream.slices", "pandas", "confluent_kafka.admin")
+        wanted = ("connector.spark.slices", "pandas", "confluent_kafka.admin")
         # pyspark and py4j from the installed, compiled packages, not from the zips Spark puts first on the path.
         compiled = all(".zip" not in (sys.modules[name].__file__ or ".zip") for name in ("pyspark", "py4j"))
         return compiled and all(name in sys.modules for name in wanted)

@@ -22,14 +22,14 @@ def _batch(stamp: str, records: int, duration_s: float) -> str:
 
 LOG = "\n".join(
     [
-        "2026-11-27 10:00:00,000 INFO connector.stream.audit_loop audit: every 5 s against /x, at most 50000 rows/s",
+        "2026-11-27 10:00:00,000 INFO connector.audit.loop audit: every 5 s against /x, at most 50000 rows/s",
         "a line of the JVM's, without a time stamp",
         _batch("04,000", 200_000, 4.0),
-        "2026-11-27 10:00:05,000 INFO connector.readback.audit audit public.soak_items: clean (400000 rows checked)",
+        "2026-11-27 10:00:05,000 INFO connector.audit.compare audit public.soak_items: clean (400000 rows checked)",
         _batch("06,000", 200_000, 2.0),
-        "2026-11-27 10:00:07,500 INFO connector.readback.audit audit public.soak_items: clean (400000 rows checked)",
+        "2026-11-27 10:00:07,500 INFO connector.audit.compare audit public.soak_items: clean (400000 rows checked)",
         _batch("08,000", 100_000, 1.0),
-        "2026-11-27 10:00:09,000 INFO connector.readback.audit audit public.soak_items: clean (400000 rows checked)",
+        "2026-11-27 10:00:09,000 INFO connector.audit.compare audit public.soak_items: clean (400000 rows checked)",
     ]
 )
 

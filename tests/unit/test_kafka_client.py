@@ -10,8 +10,8 @@ import pytest
 from connector import kafka_client
 from connector.config import SourceSettings
 from connector.errors import ConfigError
-from connector.kafka.entra_token import EntraAuth, EntraTokenCallback
 from connector.kafka_client import client_config, client_security_options
+from connector.kafka_token import EntraAuth, EntraTokenCallback
 
 EVENT_HUBS = "mirror-ns.servicebus.windows.net:9093"
 

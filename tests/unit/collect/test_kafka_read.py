@@ -13,7 +13,7 @@ import pytest
 
 from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, _RangeRead, close_consumers, read_ranges
 from connector.errors import TransientError
-from connector.stream.source import DIRECT_READ_DEFAULTS
+from connector.spark.source import DIRECT_READ_DEFAULTS
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from connector.debezium import bulk_json
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat
 from connector.record_columns import records_from_arrow
-from connector.stream.source import headers_needed
+from connector.spark.source import headers_needed
 from tests.support.debezium import Topic, decimal_field, encode_decimal, field
 
 DATA = Path(__file__).resolve().parents[2] / "data"

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from connector.storage.errors import StorageError
-from connector.storage.local import LocalStorage
-from connector.stream.query_failure import (
+from connector.healing.query_failure import (
     BatchFailed,
     QueryFailed,
     SourceDataLost,
     explain_query_failure,
     report_query_failure,
 )
+from connector.storage.errors import StorageError
+from connector.storage.local import LocalStorage
 from tests.support.kafka import REPO_ROOT
 
 SAMPLE = REPO_ROOT / "connector" / "sample"

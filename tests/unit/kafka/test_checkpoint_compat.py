@@ -11,8 +11,8 @@ from connector.collect.kafka_read import KafkaRange
 from connector.config import SourceSettings
 from connector.errors import ConfigError
 from connector.kafka.initial_offsets import write_initial_offsets
-from connector.stream.kafka_ranges import batch_ranges
-from connector.stream.spark_checkpoint import SparkCheckpoint
+from connector.kafka.ranges import batch_ranges
+from connector.kafka.spark_checkpoint import SparkCheckpoint
 
 _METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
 

@@ -9,7 +9,7 @@ import pytest
 
 from connector.errors import LandingZoneCorrupt
 from connector.kafka.initial_offsets import initial_offsets_path, read_initial_offsets, write_initial_offsets
-from connector.stream.kafka_ranges import initial_offsets
+from connector.kafka.ranges import initial_offsets
 
 SPARK_WRITTEN = Path(__file__).resolve().parents[2] / "data" / "checkpoint_spark401" / "cp" / "spark"
 

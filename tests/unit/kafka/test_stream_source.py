@@ -22,7 +22,7 @@ from connector.kafka.stream_source import (
     configured_source,
     split_ranges,
 )
-from connector.stream.source import plans_with_python
+from connector.spark.source import plans_with_python
 
 
 class Brokers:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from connector.config import ConnectorSettings
+from connector.debezium_control.debezium_status_poller import DebeziumStatusPoller
 from connector.errors import ConnectorError
 from connector.operate import metrics, status_page
 from connector.operate.debezium_status import (
@@ -30,7 +31,6 @@ from connector.operate.debezium_status import (
 )
 from connector.operate.status_history import StatusHistory
 from connector.operate.status_model import StatusBoard
-from connector.stream.debezium_status_poller import DebeziumStatusPoller
 
 ANSWER: dict[str, Any] = json.loads(
     (Path(__file__).parents[2] / "data" / "kafka_connect" / "status_failed_task.json").read_text()
@@ -109,7 +109,7 @@ def test_the_poller_logs_each_change_once_and_a_recovery(caplog: pytest.LogCaptu
         return answer
 
     poller = DebeziumStatusPoller("http://connect:8083", [], 60, record=recorder, read=recorded)
-    poller_module = "connector.stream.debezium_status_poller"
+    poller_module = "connector.debezium_control.debezium_status_poller"
     running = copy.deepcopy(ANSWER)
     running[FAILING]["status"]["tasks"][0] = {"id": 0, "state": RUNNING, "worker_id": "127.0.0.1:27971"}
     paused = copy.deepcopy(running)

@@ -15,12 +15,12 @@ import pytest
 
 from connector.commands.tables import rebuild_command, table_lines, tables_command
 from connector.config import MirrorSettings, RebuildSettings, SchemaChangeSettings
+from connector.debezium_control.snapshot_signal import signal_target, signal_value
 from connector.operate.rebuild import RebuildError, TableRebuilder, pending_requests
 from connector.publish.ledger import TableState
 from connector.publish.lifecycle import Lifecycle, Phase
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
-from connector.stream.snapshot_signal import signal_target, signal_value
 from tests.support.debezium import Topic, field
 
 DELETING, WAITING, SNAPSHOT_REQUESTED = Phase.DELETING, Phase.WAITING, Phase.SNAPSHOT_REQUESTED

@@ -17,13 +17,13 @@ import pytest
 from connector.commands.cli import main
 from connector.config import SourceSettings
 from connector.errors import ConfigError, LandingZoneCorrupt
+from connector.healing.resume import resume_from_ledger
+from connector.kafka.spark_checkpoint import SparkCheckpoint
 from connector.kcat import kcat_line
 from connector.publish.batch_plan import BatchInput
 from connector.publish.ledger import SOURCE_HISTORY, BatchLedger, BatchSource, LedgerState, TableState
 from connector.publish.source_offsets import RECOVERY, check_batch, check_start, describe
 from connector.storage.local import LocalStorage
-from connector.stream.resume import resume_from_ledger
-from connector.stream.spark_checkpoint import SparkCheckpoint
 from tests.support.landing import Landing
 from tests.unit.test_sink import CUSTOMERS, Zone, customers, row
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.stream.source import SAMPLE_EVENTS
+from connector.spark.source import SAMPLE_EVENTS
 from tests.support.dfs_server import OTHER_IDENTITY_VARIABLES, DfsTestServer, managed_identity_environment
 from tests.support.kafka import REPO_ROOT
 from tests.support.landing import WORKSPACE, unique_item_root
