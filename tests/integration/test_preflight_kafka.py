@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,20 +32,13 @@ from connector.readback.validate import validate_landing_zone
 from connector.storage.local import LocalStorage
 from tests.integration.test_stream_kafka import connector_args
 from tests.support.debezium import Topic, field
-from tests.support.kafka import REPO_ROOT, produce, run_connector
+from tests.support.kafka import produce, run_connector
 from tests.support.model import Workload, replayed_rows
+from tests.support.oauth_kafka import BrokerDidNotStart, free_port, running_broker
 
 pytestmark = [pytest.mark.kafka]
 
 PLANTED = "planted-Pw-4b1d"
-KAFKA_JARS = REPO_ROOT / ".cache" / "jars" / "kafka"
-SASL_START_TIMEOUT_S = 120
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -57,72 +47,39 @@ def sasl_broker(tmp_path: Path) -> Iterator[str]:
 
     deploy/local/kafka.sh starts PLAINTEXT brokers only; this one uses the same jars, KRaft, one node.
     """
-    jars = sorted(KAFKA_JARS.glob("*.jar"))
-    if not jars:
-        pytest.fail(f"no Kafka jars in {KAFKA_JARS}: run deploy/local/fetch-jars.sh kafka")
     state = tmp_path / "sasl-broker"
-    state.mkdir()
     port, controller = free_port(), free_port()
     jaas = (
         'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-pw" '
         'user_admin="admin-pw" user_mirror="the-right-password";'
     )
-    config = state / "server.properties"
-    config.write_text(
-        "\n".join(
-            [
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{controller}",
-                f"listeners=SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-                f"advertised.listeners=SASL_PLAINTEXT://127.0.0.1:{port}",
-                "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-                "inter.broker.listener.name=SASL_PLAINTEXT",
-                "controller.listener.names=CONTROLLER",
-                "sasl.enabled.mechanisms=PLAIN",
-                "sasl.mechanism.inter.broker.protocol=PLAIN",
-                f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
-                f"log.dirs={state / 'data'}",
-                "offsets.topic.replication.factor=1",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "share.coordinator.state.topic.replication.factor=1",
-                "share.coordinator.state.topic.min.isr=1",
-                "",
-            ]
-        )
+    config = "\n".join(
+        [
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{controller}",
+            f"listeners=SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+            f"advertised.listeners=SASL_PLAINTEXT://127.0.0.1:{port}",
+            "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name=SASL_PLAINTEXT",
+            "controller.listener.names=CONTROLLER",
+            "sasl.enabled.mechanisms=PLAIN",
+            "sasl.mechanism.inter.broker.protocol=PLAIN",
+            f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
+            f"log.dirs={state / 'data'}",
+            "offsets.topic.replication.factor=1",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "share.coordinator.state.topic.replication.factor=1",
+            "share.coordinator.state.topic.min.isr=1",
+            "",
+        ]
     )
-    log4j = state / "log4j2.properties"
-    log4j.write_text(
-        "appender.console.type = Console\nappender.console.name = STDOUT\n"
-        "appender.console.layout.type = PatternLayout\nappender.console.layout.pattern = %p %m (%c)%n\n"
-        "rootLogger.level = INFO\nrootLogger.appenderRef.console.ref = STDOUT\n"
-    )
-    java = ["java", "-Xmx384m", f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{KAFKA_JARS}/*"]
-    log = state / "broker.log"
-    with log.open("ab") as sink:
-        subprocess.run(
-            [*java, "kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", str(config)],
-            stdout=sink,
-            stderr=sink,
-            check=True,
-            timeout=SASL_START_TIMEOUT_S,
-        )
-        broker = subprocess.Popen([*java, "kafka.Kafka", str(config)], stdout=sink, stderr=sink)
     try:
-        deadline = time.monotonic() + SASL_START_TIMEOUT_S
-        while "Kafka Server started" not in log.read_text(errors="replace"):
-            if broker.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"SASL broker did not start:\n{log.read_text(errors='replace')[-4000:]}")
-            time.sleep(0.5)
-        yield f"127.0.0.1:{port}"
-    finally:
-        broker.send_signal(signal.SIGTERM)
-        try:
-            broker.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-            broker.wait()
+        with running_broker(state, config):
+            yield f"127.0.0.1:{port}"
+    except BrokerDidNotStart as exc:
+        pytest.fail(f"SASL {exc}")
 
 
 def error_lines(stderr: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""A real Kafka broker whose only client listener is SASL_PLAINTEXT with OAUTHBEARER, validating JWTs by JWKS.
+"""Real Kafka brokers with listeners deploy/local/kafka.sh does not make: OAUTHBEARER validating JWTs by JWKS, any.
 
 The broker checks every token with Kafka's own validator (``OAuthBearerValidatorCallbackHandler``): signature
 against the keys at ``jwks_url`` (the Entra double's ``/keys``), ``aud``, ``iss``, expiry with one second of skew.
@@ -84,47 +84,61 @@ def oauth_broker(state: Path, *, jwks_url: str, audience: str, issuer: str) -> I
     Raises:
         BrokerDidNotStart: The jars are missing, or the broker exited or did not start within the time.
     """
-    jars = sorted(KAFKA_JARS.glob("*.jar"))
-    if not jars:
+    ports = (free_port(), free_port(), free_port())
+    config = oauth_broker_config(state, ports, jwks_url, audience, issuer)
+    with running_broker(state, config, f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={jwks_url}"):
+        yield f"127.0.0.1:{ports[0]}"
+
+
+@contextmanager
+def running_broker(state: Path, config: str, *java_options: str) -> Iterator[None]:
+    """A single-node KRaft broker of ``server.properties`` text ``config`` under ``state``, stopped afterwards.
+
+    For the tests' brokers whose listeners ``deploy/local/kafka.sh`` does not make (SASL PLAIN, OAUTHBEARER).
+
+    Raises:
+        BrokerDidNotStart: The jars are missing, or the broker exited or did not start within the time.
+    """
+    if not sorted(KAFKA_JARS.glob("*.jar")):
         msg = f"no Kafka jars in {KAFKA_JARS}: run deploy/local/fetch-jars.sh kafka"
         raise BrokerDidNotStart(msg)
     state.mkdir(parents=True, exist_ok=True)
-    ports = (free_port(), free_port(), free_port())
-    config = state / "server.properties"
-    config.write_text(oauth_broker_config(state, ports, jwks_url, audience, issuer))
+    properties = state / "server.properties"
+    properties.write_text(config)
     log4j = state / "log4j2.properties"
     log4j.write_text(
         "appender.console.type = Console\nappender.console.name = STDOUT\n"
         "appender.console.layout.type = PatternLayout\nappender.console.layout.pattern = %p %m (%c)%n\n"
         "rootLogger.level = INFO\nrootLogger.appenderRef.console.ref = STDOUT\n"
     )
-    java = [
-        "java",
-        "-Xmx384m",
-        "-XX:TieredStopAtLevel=1",
-        f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={jwks_url}",
-        f"-Dlog4j2.configurationFile={log4j}",
-        "-cp",
-        f"{KAFKA_JARS}/*",
-    ]
+    java = ["java", "-Xmx384m", "-XX:TieredStopAtLevel=1", *java_options, f"-Dlog4j2.configurationFile={log4j}"]
+    java += ["-cp", f"{KAFKA_JARS}/*"]
     log = state / "broker.log"
     with log.open("ab") as sink:
         subprocess.run(
-            [*java, "kafka.tools.StorageTool", "format", "-t", str(uuid.uuid4()), "-c", str(config)],
+            [
+                *java,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                str(uuid.uuid4()),
+                "-c",
+                str(properties),
+            ],
             stdout=sink,
             stderr=sink,
             check=True,
             timeout=START_TIMEOUT_S,
         )
-        broker = subprocess.Popen([*java, "kafka.Kafka", str(config)], stdout=sink, stderr=sink)
+        broker = subprocess.Popen([*java, "kafka.Kafka", str(properties)], stdout=sink, stderr=sink)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while "Kafka Server started" not in log.read_text(errors="replace"):
             if broker.poll() is not None or time.monotonic() > deadline:
-                msg = f"OAUTHBEARER broker did not start:\n{log.read_text(errors='replace')[-4000:]}"
+                msg = f"broker did not start:\n{log.read_text(errors='replace')[-4000:]}"
                 raise BrokerDidNotStart(msg)
             time.sleep(0.5)
-        yield f"127.0.0.1:{ports[0]}"
+        yield
     finally:
         broker.send_signal(signal.SIGTERM)
         try:
