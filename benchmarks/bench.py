@@ -101,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="stream/tables: a Kafka read option to measure (source.kafka_options), repeatable",
     )
     parser.add_argument(
+        "--planner",
+        choices=["python", "spark"],
+        default="python",
+        help="stream/tables: source.planner, what plans the batches (the connector's own source, or Spark's Java one)",
+    )
+    parser.add_argument(
         "--class-archive",
         default="cache",
         help="stream: the driver's class archive (spark.class_archive), as the image has one: 'cache' (default; "

@@ -227,6 +227,7 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
                     # Only here: the REST API (stage task metrics) needs the UI, which run keeps off.
                     "spark.conf": {"spark.ui.enabled": "true", "spark.ui.port": "0", **args.spark_conf},
                     "source.kafka_options": args.kafka_option,
+                    "source.planner": args.planner,
                 },
             )
             spark = spark_session(settings)

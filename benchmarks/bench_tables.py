@@ -99,7 +99,10 @@ def run_flags(bootstrap: str, prefix: str, url: str, scratch: str, produced: int
 
 def connector_environment(args: argparse.Namespace) -> dict[str, str]:
     """The connector's settings the benchmark varies, as ``CONNECTOR_*`` variables (dicts as JSON)."""
-    env = {"CONNECTOR_MIRROR__PUBLISH_PARALLELISM": str(args.publish_parallelism)}
+    env = {
+        "CONNECTOR_MIRROR__PUBLISH_PARALLELISM": str(args.publish_parallelism),
+        "CONNECTOR_SOURCE__PLANNER": args.planner,
+    }
     if args.spark_conf:
         env["CONNECTOR_SPARK__CONF"] = orjson.dumps(args.spark_conf).decode()
     if args.kafka_option:

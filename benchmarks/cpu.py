@@ -161,5 +161,6 @@ def settings_varied(args: Any) -> str:
     import orjson
 
     return (
-        f"spark_conf={orjson.dumps(args.spark_conf).decode()} kafka_options={orjson.dumps(args.kafka_option).decode()}"
+        f"spark_conf={orjson.dumps(args.spark_conf).decode()} kafka_options={orjson.dumps(args.kafka_option).decode()} "
+        f"planner={getattr(args, 'planner', 'python')}"
     )

@@ -225,13 +225,17 @@ def test_spark_conf_and_kafka_options_are_key_value_pairs() -> None:
     assert args.spark_conf == {"spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}
     assert args.kafka_option == {"check.crcs": "false"}
     assert settings_varied(args) == (
-        'spark_conf={"spark.driver.extraJavaOptions":"-XX:+UseParallelGC"} kafka_options={"check.crcs":"false"}'
+        'spark_conf={"spark.driver.extraJavaOptions":"-XX:+UseParallelGC"} kafka_options={"check.crcs":"false"} '
+        "planner=python"
     )
     tables = parse_args(["tables", "--trickle", "--spark-conf", "a=b=c", "--publish-parallelism", "4"])
     assert connector_environment(tables) == {
         "CONNECTOR_MIRROR__PUBLISH_PARALLELISM": "4",
+        "CONNECTOR_SOURCE__PLANNER": "python",
         "CONNECTOR_SPARK__CONF": '{"a":"b=c"}',
     }
+    spark_planned = parse_args(["tables", "--planner", "spark"])
+    assert connector_environment(spark_planned)["CONNECTOR_SOURCE__PLANNER"] == "spark"
     assert "CONNECTOR_SPARK__CONF" not in connector_environment(parse_args(["tables"]))
     with pytest.raises(SystemExit):
         parse_args(["stream", "--spark-conf", "no-value"])
