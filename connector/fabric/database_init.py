@@ -38,7 +38,7 @@ import orjson
 
 from connector.errors import ConfigError, ConnectorError, exception_line
 from connector.fabric.rest_api import FabricApi, FabricApiError
-from connector.fabric.status import identity_token, static_token
+from connector.fabric.status_rest import identity_token, static_token
 from connector.storage.errors import StorageAccessDenied, StorageError, StorageNotFound
 from connector.storage.identity import CredentialConfig
 from connector.storage.location import StorageLocation

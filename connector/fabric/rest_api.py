@@ -56,7 +56,7 @@ import httpx
 import orjson
 
 from connector.errors import ConnectorError, first_line
-from connector.fabric.status import FabricStatusUnreadable, TokenSource
+from connector.fabric.status_reader import FabricStatusUnreadable, TokenSource
 
 #: A wait the service asked for without saying how long (a 202 or 429 without Retry-After).
 DEFAULT_RETRY_AFTER_S = 5.0

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import orjson
 
 from connector.config import ConnectorSettings
-from connector.fabric.status import FabricDatabaseStatus, FabricTableStatus
+from connector.fabric.status_reader import FabricDatabaseStatus, FabricTableStatus
 from connector.operate.deadletter import DEFAULT_FOLDER
 from connector.operate.debezium_status import DebeziumConnectorStatus
 from connector.operate.status_history import StatusHistory

@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
@@ -25,10 +24,10 @@ from connector.errors import ConfigError
 from connector.landing_zone.layout import TableRef, parse_data_file_name
 from connector.storage.base import Storage
 from connector.storage.identity import CredentialConfig
+from connector.storage.location import StorageLocation, abfss_form, as_location
 
 DEFAULT_SCHEMA = "dbo"
 """The schema of a landing-zone table folder that sits in no ``<schema>.schema`` folder."""
-_LANDING_ZONE_TAIL = ("Files", "LandingZone")
 
 
 def table_path(table: TableRef) -> str:
@@ -36,23 +35,26 @@ def table_path(table: TableRef) -> str:
     return f"{table.schema or DEFAULT_SCHEMA}/{table.name}"
 
 
-def tables_url(landing_zone_url: str) -> str:
+def tables_url(landing_zone: StorageLocation | str) -> str:
     """The mirrored database's ``Tables`` folder of a OneLake landing zone (``<workspace>/<item>/Files/LandingZone``).
 
     Raises:
-        ConfigError: the URL is not a mirrored database's landing zone (a local folder, an ADLS Gen2 URL):
+        ConfigError: the location is not a mirrored database's landing zone (a local folder, an ADLS Gen2 URL):
             then ``--tables-path`` names the tables.
     """
-    text = landing_zone_url.rstrip("/")
-    head, _, tail = text.rpartition("/Files/")
-    if not head or tail != _LANDING_ZONE_TAIL[1] or "onelake." not in head.lower():
+    try:
+        tables = as_location(landing_zone).tables_folder()
+    except ConfigError:  # not even a storage URL: no mirrored database's either
+        tables = None
+    if tables is None:
+        url = landing_zone.url if isinstance(landing_zone, StorageLocation) else landing_zone
         msg = (
-            f"{landing_zone_url} is not a mirrored database's landing zone "
+            f"{url} is not a mirrored database's landing zone "
             "(https://onelake.dfs.fabric.microsoft.com/<workspace>/<item>/Files/LandingZone): "
             "name the mirrored tables with --tables-path (verify replays a landing zone named with --landing-zone)"
         )
         raise ConfigError(msg)
-    return f"{head}/Tables"
+    return tables
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,7 @@ class MirroredTables:
         """The Delta table's URI, as delta-rs opens it (``abfss://`` for OneLake)."""
         if not self.remote:
             return str(Path(self.url) / table_path(table))
-        parts = urlsplit(self.url.rstrip("/"))
-        segments = [unquote(s) for s in parts.path.split("/") if s]
-        if parts.scheme == "abfss":
-            workspace, host, rest = unquote(parts.username or ""), parts.hostname or "", segments
-        else:
-            workspace, host, rest = segments[0], parts.netloc, segments[1:]
-        return f"abfss://{workspace}@{host}/{'/'.join(rest)}/{table_path(table)}"
+        return f"{abfss_form(self.url)}/{table_path(table)}"
 
     def storage_options(self) -> dict[str, str]:
         """delta-rs's options: none for a local folder; a storage token and Fabric's endpoint for OneLake."""

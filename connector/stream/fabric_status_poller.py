@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping
 
 from connector.config import ConnectorSettings
 from connector.errors import ConfigError
-from connector.fabric.status import (
+from connector.fabric.status import open_fabric_status
+from connector.fabric.status_reader import (
     FabricDatabaseStatus,
     FabricStatusReader,
     FabricStatusUnreadable,
     FabricTableStatus,
-    open_fabric_status,
 )
 from connector.operate import metrics
 from connector.operate.polling import PollingThread

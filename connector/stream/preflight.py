@@ -132,10 +132,8 @@ def open_remote_landing_zone(location: StorageLocation) -> Storage:
             is refused (``StorageAccessDenied``) or the service did not answer (``StorageUnavailable``);
             the message starts with ``landing_zone.url <url>``.
     """
-    from connector.storage.onelake import open_onelake
-
     try:
-        storage = open_onelake(location.url, location.identity)
+        storage = location.open_remote()
     except InvalidCredential as exc:
         msg = f"landing_zone.credential {location.identity.kind}: {exc}"
         raise ConfigError(msg) from None

@@ -4,7 +4,7 @@ This is **not** Microsoft Fabric, which cannot run on this machine. It lets test
 ``connector.fabric.status`` readers, ``connector.fabric.rest_api.FabricApi`` and ``connector init``
 (and a whole ``run`` scraped by a live Prometheus) over real HTTP on 127.0.0.1, with the shapes of Microsoft's
 REST reference and its OpenAPI source (github.com/microsoft/fabric-rest-api-specs; see the docstrings of
-``connector.fabric.status`` and ``connector.fabric.rest_api`` for the pages):
+``connector.fabric.status_rest`` and ``connector.fabric.rest_api`` for the pages):
 
 * ``POST /v1/workspaces/{ws}/mirroredDatabases/{id}/getTablesMirroringStatus`` ``[?continuationToken=...]`` →
   ``{"data": [...], "continuationToken"?, "continuationUri"?}``, at most ``page_size`` tables per page;

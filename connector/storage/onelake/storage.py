@@ -34,7 +34,7 @@ from connector.storage.identity import CredentialConfig
 from connector.storage.onelake.azure_errors import FILESYSTEM_MISSING, ErrorTranslator, error_code
 from connector.storage.onelake.client import filesystem_client
 from connector.storage.onelake.lease import LEASE_DURATION_S, OneLakeLease, take_lease
-from connector.storage.onelake.location import OneLakeLocation, parse_location
+from connector.storage.onelake.location import OneLakeLocation
 from connector.storage.onelake.paths import RootedPaths
 from connector.storage.onelake.transfer import AtomicTransfer, Fingerprint
 from connector.storage.retry import RetrySettings
@@ -263,21 +263,21 @@ class OneLakeStorage(Storage):
 
 
 def open_onelake(
-    url: str, credential: CredentialConfig | CredentialKind = "default", retry: RetrySettings | None = None
+    location: OneLakeLocation,
+    credential: CredentialConfig | CredentialKind = "default",
+    retry: RetrySettings | None = None,
 ) -> OneLakeStorage:
-    """Open the OneLake / ADLS Gen2 folder at ``url`` with the identity ``credential`` describes.
+    """Open the OneLake / ADLS Gen2 folder at ``location`` with the identity ``credential`` describes.
 
     Args:
-        url: A landing-zone or ADLS Gen2 URL (see ``parse_location``).
+        location: The folder's parsed URL (``StorageLocation.address``, parsed once where the setting is read).
         credential: A full credential config, or just its kind (``default``, ``managed_identity``, …)
             with everything else taken from the ``AZURE_*`` environment variables.
         retry: Backoff and timeout settings; production defaults when omitted.
 
     Raises:
-        InvalidStorageURL: The URL is invalid.
         InvalidCredential: The credential settings are incomplete.
     """
-    location = parse_location(url)
     try:
         identity = build_credential(CredentialConfig.of(credential))
     except ValueError as exc:

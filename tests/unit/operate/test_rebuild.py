@@ -302,7 +302,7 @@ def test_a_rebuilt_table_writes_creates_and_reads_as_upserts_even_without_replay
 
 def test_a_rebuild_waits_on_fabrics_rest_status_and_falls_back_to_the_delay_when_it_fails(tmp_path: Path) -> None:
     """Through the real REST reader, against the Fabric REST API test double (Fabric cannot run here)."""
-    from connector.fabric.status import RestFabricStatus
+    from connector.fabric.status_rest import RestFabricStatus
     from tests.support.fabric_api_double import MIRRORED_DATABASE_ID, TOKEN, WORKSPACE_ID, FabricApiDouble
 
     with FabricApiDouble() as fabric:

@@ -16,7 +16,7 @@ import pytest
 
 from connector.collect.poison import DeadLetter
 from connector.config import load_settings
-from connector.fabric.status import FabricDatabaseStatus, FabricTableStatus
+from connector.fabric.status_reader import FabricDatabaseStatus, FabricTableStatus
 from connector.operate import metrics, status_page
 from connector.operate.deadletter_folder import FolderDeadLetterWriter
 from connector.operate.status_history import BatchSample, StatusHistory

@@ -17,7 +17,7 @@ import pytest
 
 from connector.storage.base import Storage
 from connector.storage.local import LocalStorage
-from connector.storage.onelake import open_onelake
+from connector.storage.onelake import open_onelake, parse_location
 from tests.support.dfs_server import DfsTestServer, make_onelake_storage
 
 BACKENDS = ["local", "onelake", "onelake-live"]
@@ -58,8 +58,8 @@ def _live_storage() -> Iterator[Storage]:
         pytest.skip("live OneLake run: set ONELAKE_TEST_URL (a scratch folder) and credentials")
     kind = os.environ.get("ONELAKE_TEST_CREDENTIAL", "default")
     folder = f"contract-{uuid.uuid4().hex[:12]}"
-    parent = open_onelake(url, kind)
-    backend = open_onelake(f"{url}/{folder}", kind)
+    parent = open_onelake(parse_location(url), kind)
+    backend = open_onelake(parse_location(f"{url}/{folder}"), kind)
     try:
         yield backend
     finally:

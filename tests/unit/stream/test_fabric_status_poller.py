@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from connector.config import load_settings
-from connector.fabric.status import FabricStatusReader, FabricStatusUnreadable, FabricTableStatus
+from connector.fabric.status_reader import FabricStatusReader, FabricStatusUnreadable, FabricTableStatus
 from connector.operate import metrics
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from tests.support.fabric_api_double import MIRRORED_DATABASE_ID, TOKEN, WORKSPACE_ID, FabricApiDouble

@@ -587,9 +587,10 @@ def test_scoped_credential_refuses_other_audiences() -> None:
     assert SECRET not in repr(scoped)
 
 
-def test_open_onelake_builds_the_backend_from_a_url_and_credential_kind() -> None:
+def test_open_onelake_builds_the_backend_from_a_parsed_url_and_credential_kind() -> None:
     storage = open_onelake(
-        f"https://onelake.dfs.fabric.microsoft.com/{WS_GUID}/{ITEM_GUID}/Files/LandingZone", "managed_identity"
+        parse_location(f"https://onelake.dfs.fabric.microsoft.com/{WS_GUID}/{ITEM_GUID}/Files/LandingZone"),
+        "managed_identity",
     )
     assert storage.url == f"https://onelake.dfs.fabric.microsoft.com/{WS_GUID}/{ITEM_GUID}/Files/LandingZone"
     assert "managed_identity" in repr(storage)
