@@ -27,6 +27,7 @@ from connector.readback.mirrored_tables import (
 )
 from connector.readback.replay import replay_table
 from connector.storage.local import LocalStorage
+from connector.storage.location import StorageLocation
 from tests.support.fabric_replicator_double import FabricReplicatorDouble
 
 PEOPLE = TableRef("sales", "people")
@@ -77,6 +78,7 @@ def test_tables_url_is_the_items_tables_folder() -> None:
     lz = "https://onelake.dfs.fabric.microsoft.com/ws-id/db-id/Files/LandingZone"
     assert tables_url(lz) == "https://onelake.dfs.fabric.microsoft.com/ws-id/db-id/Tables"
     assert tables_url(lz + "/") == "https://onelake.dfs.fabric.microsoft.com/ws-id/db-id/Tables"
+    assert tables_url(StorageLocation(lz)) == "https://onelake.dfs.fabric.microsoft.com/ws-id/db-id/Tables"
     abfss = "abfss://ws@onelake.dfs.fabric.microsoft.com/Sales.MountedRelationalDatabase/Files/LandingZone"
     assert tables_url(abfss) == "abfss://ws@onelake.dfs.fabric.microsoft.com/Sales.MountedRelationalDatabase/Tables"
 

@@ -80,3 +80,77 @@ def test_the_landing_zone_identity_comes_from_the_config_in_either_form(monkeypa
     monkeypatch.delenv("LANDING_SECRET")
     with pytest.raises(ValueError, match="LANDING_SECRET, which is not set"):
         build_credential(identity, environ={})
+
+
+@pytest.mark.parametrize(
+    ("url", "tables"),
+    [
+        (ONELAKE, "https://onelake.dfs.fabric.microsoft.com/ws/item.MountedRelationalDatabase/Tables"),
+        (f"{ONELAKE}/", "https://onelake.dfs.fabric.microsoft.com/ws/item.MountedRelationalDatabase/Tables"),
+        (  # a regional host is OneLake too
+            "abfss://ws@westeurope-onelake.dfs.fabric.microsoft.com/db/Files/LandingZone",
+            "abfss://ws@westeurope-onelake.dfs.fabric.microsoft.com/db/Tables",
+        ),
+        (
+            "abfss://ws@onelake.dfs.fabric.microsoft.com/db/Files/LandingZone",
+            "abfss://ws@onelake.dfs.fabric.microsoft.com/db/Tables",
+        ),
+        ("https://onelake.dfs.fabric.microsoft.com/ws/db/Files/Other", None),
+        ("https://acct.dfs.core.windows.net/c/Files/LandingZone", None),
+        ("/data/item/Files/LandingZone", None),
+    ],
+)
+def test_the_tables_folder_is_the_items_beside_its_landing_zone(url: str, tables: str | None) -> None:
+    assert StorageLocation(url).tables_folder() == tables
+
+
+@pytest.mark.parametrize(
+    ("url", "name", "beside"),
+    [
+        (f"{ONELAKE}/", "LandingZone", ONELAKE.removesuffix("LandingZone") + "Monitoring"),
+        (
+            "abfss://ws@onelake.dfs.fabric.microsoft.com/db/Files/LandingZone",
+            "LandingZone",
+            "abfss://ws@onelake.dfs.fabric.microsoft.com/db/Files/Monitoring",
+        ),
+        ("/data/LandingZone", "LandingZone", "/data/Monitoring"),
+        ("LandingZone", "LandingZone", None),  # no parent named
+        ("abfss://lz@acct.dfs.core.windows.net", "lz@acct.dfs.core.windows.net", None),  # a whole container
+    ],
+)
+def test_a_folder_beside_keeps_the_locations_form(url: str, name: str, beside: str | None) -> None:
+    location = StorageLocation(url)
+    assert location.name == name
+    assert location.sibling("Monitoring") == beside
+
+
+@pytest.mark.parametrize(
+    ("inner", "inside"),
+    [
+        (ONELAKE, True),
+        (f"{ONELAKE}/_deadletter", True),
+        (
+            "https://westeurope-onelake.dfs.fabric.microsoft.com/WS/item.MountedRelationalDatabase/Files/landingzone/x",
+            True,
+        ),
+        ("abfss://ws@onelake.dfs.fabric.microsoft.com/item.MountedRelationalDatabase/Files/LandingZone/x", True),
+        ("https://onelake.dfs.fabric.microsoft.com/ws/item.MountedRelationalDatabase/Files/DeadLetters", False),
+        ("https://onelake.dfs.fabric.microsoft.com/other/item.MountedRelationalDatabase/Files/LandingZone", False),
+        ("/data/lz", False),
+    ],
+)
+def test_containment_compares_what_the_url_addresses(inner: str, inside: bool) -> None:
+    assert StorageLocation(ONELAKE).contains(StorageLocation(inner, setting="dead_letter.url")) is inside
+
+
+def test_local_containment_compares_resolved_folders(tmp_path: Path) -> None:
+    landing = StorageLocation(str(tmp_path / "lz"))
+    assert landing.contains(StorageLocation(str(tmp_path / "lz" / ".." / "lz" / "dead")))
+    assert not landing.contains(StorageLocation(str(tmp_path / "lz-dead")))
+    assert not landing.contains(StorageLocation(ONELAKE))
+
+
+def test_only_a_remote_location_opens_its_onelake_backend(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^checkpoint \S+ is a local folder, not a OneLake / ADLS Gen2 URL$"):
+        StorageLocation(str(tmp_path), setting="checkpoint").open_remote()
+    assert StorageLocation(str(tmp_path)).address is None
