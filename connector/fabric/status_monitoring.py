@@ -10,7 +10,6 @@ That much is confirmed; the other fields of an entry are not documented anywhere
 read with the REST API's field names (``status``, ``metrics.processedRows`` …, ``error``) and whatever is
 absent stays ``None`` (a missing ``status`` reads as ``Unknown``). The fields of ``replicator.json`` are not
 documented at all, so this source reports no database status (``database()`` is ``None``).
-
 """
 
 from __future__ import annotations
