@@ -39,10 +39,11 @@ from connector.collect.tombstones import NO_ROWS_YET, DeletedKeys, TombstoneTall
 from connector.collect.tombstones import SKIPPED as TOMBSTONE
 from connector.collect.tombstones import UNWRITABLE as UNWRITABLE_TOMBSTONE
 from connector.config import TableSettings
+from connector.debezium.arrow_values import ConversionError
 from connector.debezium.ddl_events import altered_tables
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, Noise
-from connector.debezium.types import ColumnType, ConversionError, type_policy
+from connector.debezium.types import ColumnType, type_policy
 from connector.errors import DecodeError, SchemaChanged, TableReset, TableStopped, rebuild_hint
 from connector.events import KafkaRecord, Op
 from connector.landing_zone.layout import TableRef, table_for_topic
