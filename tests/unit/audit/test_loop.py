@@ -23,7 +23,7 @@ from connector.operate import metrics
 from connector.operate.audit_status import read_audit_status
 from connector.operate.rebuild import request_rebuild
 from connector.publish.batch_plan import BatchInput
-from connector.publish.ledger import TableState
+from connector.publish.ledger_state import TableState
 from connector.publish.lifecycle import Phase, SnapshotNotice
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage

@@ -23,7 +23,7 @@ from connector.operate.health import HealthState
 from connector.operate.status_history import BatchSample, StatusHistory
 from connector.operate.status_model import StatusBoard, read_dead_letters
 from connector.operate.table_status import table_lines
-from connector.publish.ledger import LedgerState, TableState
+from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.lifecycle import Lifecycle, Phase
 from connector.storage import LocalStorage
 
