@@ -20,7 +20,7 @@ OUTSIDE_THE_ROOT = {
     "connector.errors.BulkDeclined",
     # Control flow inside the audit: a table whose rebuild was requested mid-comparison leaves the round unjudged;
     # the round's ``except ConnectorError`` (a failed comparison, recorded as such) must not take it for a failure.
-    "connector.audit.compare.TableWithdrawn",
+    "connector.audit.finding.TableWithdrawn",
 }
 
 
