@@ -26,7 +26,7 @@ from connector.operate.deadletter_folder import FolderDeadLetterWriter
 from connector.operate.status_history import BatchSample, StatusHistory
 from connector.operate.status_model import StatusBoard
 from connector.operate.status_page import render_page
-from connector.publish.ledger import LedgerState, TableState
+from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.lifecycle import Lifecycle, Phase
 from connector.storage import LocalStorage
 

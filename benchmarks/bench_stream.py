@@ -32,7 +32,7 @@ from benchmarks.cpu import (
 )
 from benchmarks.events import BENCH_TOPIC, expected_ids, generated_events
 from connector.config import load_settings
-from connector.operate.metrics import HealthState
+from connector.operate.health import HealthState
 from connector.sink import MirrorSink
 from connector.spark.worker_warmup import warm_workers
 from connector.storage import LocalStorage

@@ -27,100 +27,38 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
 
+from connector.audit.finding import (
+    AuditFinding,
+    TableWithdrawn,
+    Withdrawn,
+    never_withdrawn,
+    unique_keys,
+)
+
+# ``as``: importable from here (mypy's explicit re-export) for connector.audit.loop, another helper's file in issue 53;
+# a plain import once it imports AuditTarget from audit.finding.
+from connector.audit.finding import AuditTarget as AuditTarget
+from connector.audit.landing_gap import missing_files
+from connector.audit.repair import Repairs, repair
 from connector.config.audit import AuditSettings
-from connector.landing_zone.layout import TableRef, parse_data_file_name
+from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
 from connector.operate.audit_status import TableAuditStatus, write_audit_status
 from connector.readback.chunk_compare import Key
 from connector.readback.database_postgres import PostgresReader, _normalise, compare_rows
 from connector.readback.database_reader import Row
 from connector.readback.mirror_compare import DEFAULT_CHUNK_ROWS, RangedSource, Settle, compare_table
-from connector.readback.mirrored_tables import waiting_files
 from connector.storage.base import Storage
 
 log = logging.getLogger(__name__)
 
-PROCESSED_FOLDERS = ("_ProcessedFiles", "_FilesReadyToDelete")
 GAP_RECHECK_S = 5.0
 """A gap in a table's files is looked at again after this long: one seen twice is no move under way."""
-
-
-class Repairs(Protocol):
-    """What the audit asks of the running stream (``connector.audit.loop``)."""
-
-    def delete(self, table_id: str, keys: Sequence[Key]) -> None:
-        """Publish delete rows for ``keys`` (as the mirror holds them) through the sink."""
-
-    def reread(self, table_id: str, keys: Sequence[Key]) -> None:
-        """Ask Debezium to read ``keys`` again (their current rows become upserts)."""
-
-    def rebuild(self, table_id: str, reason: str) -> None:
-        """Ask for a rebuild of the table."""
-
-
-@dataclass(frozen=True)
-class AuditTarget:
-    """One table to audit: its landing-zone reference and key columns (``_metadata.json``'s)."""
-
-    ref: TableRef
-    key_columns: tuple[str, ...]
-
-    @property
-    def id(self) -> str:
-        """``schema.table``."""
-        return self.ref.id
-
-
-@dataclass
-class AuditFinding:
-    """One table's audit: what was read, what differs for sure, and the repair chosen."""
-
-    table: str
-    rows_checked: int = 0
-    deletes: list[Key] = field(default_factory=list)
-    """Keys the mirror holds that the source lacks (or holds more than once), as the mirror holds them."""
-    rereads: list[Key] = field(default_factory=list)
-    """Keys whose mirror row is missing or differs (and the ``deletes``), as the source gives them."""
-    missing_files: list[int] = field(default_factory=list)
-    column_notes: list[str] = field(default_factory=list)
-    nudge: Key | None = None
-    """A key the source has, re-read with the deletes so the stream gets a batch to publish them with."""
-    lagging: bool = False
-    """The mirror did not catch up within ``settle_s``: nothing is judged this round."""
-    repair: str = "none"
-    """``none``, ``rows`` (deletes and re-reads), ``rebuild`` or ``lagging``."""
-    finished_at: float = field(default_factory=time.time)
-
-    @property
-    def differences(self) -> int:
-        """Confirmed differences: differing keys, a column set that differs, missing files (each counts)."""
-        keys = {repr(k) for k in self.rereads} | {repr(k) for k in self.deletes}
-        return len(keys) + len(self.column_notes) + len(self.missing_files)
-
-    @property
-    def clean(self) -> bool:
-        """Compared, and nothing differs."""
-        return not self.lagging and not self.differences
-
-    def line(self) -> str:
-        """The audit's log line for the table."""
-        if self.lagging:
-            return f"audit {self.table}: the mirror did not catch up in time; judged next round"
-        if self.clean:
-            return f"audit {self.table}: clean ({self.rows_checked} rows checked)"
-        what = [f"{len(self.rereads)} keys to re-read", f"{len(self.deletes)} keys to delete"]
-        what += self.column_notes
-        if self.missing_files:
-            what.append(f"files {self.missing_files[0]}..{self.missing_files[-1]} missing before Fabric took them")
-        examples = ", ".join(repr(k) for k in (self.deletes + self.rereads)[:5])
-        return (
-            f"audit {self.table}: {self.differences} differences ({'; '.join(what)}; e.g. {examples}) -> {self.repair}"
-        )
 
 
 class MirrorSide(Protocol):
@@ -133,25 +71,13 @@ class MirrorSide(Protocol):
 SettleFor = Callable[[PostgresReader, AuditTarget], Settle]
 """The lag gate of one table: waits until the mirror is past a source position (``mirror_compare.fabric_settle``)."""
 
-Withdrawn = Callable[[str], str | None]
-"""Why a table is out of the audit now (its rebuild or refresh requested or under way), ``None`` while it may be
-judged (``MirrorSink.healing``)."""
 
+@dataclass(frozen=True)
+class AuditPacing:
+    """How a table's audit paces itself: rows per key range it reads, and how it waits to look at a gap again."""
 
-class TableWithdrawn(Exception):  # noqa: N818 - an outcome of the audit, not a failure
-    """The table's rebuild or refresh was requested while it was compared: nothing of it is judged this round."""
-
-    def __init__(self, table: str, why: str) -> None:
-        super().__init__(table, why)
-        self.table = table
-        self.why = why
-
-    def __str__(self) -> str:
-        return f"{self.table}: {self.why}"
-
-
-def _never(table_id: str) -> str | None:
-    return None
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    pause: Callable[[float], object] = time.sleep
 
 
 class _WithdrawableSource:
@@ -201,18 +127,17 @@ class TableAudit:
         landing: Storage,
         settle_for: SettleFor,
         *,
-        chunk_rows: int = DEFAULT_CHUNK_ROWS,
-        pause: Callable[[float], object] = time.sleep,
-        withdrawn: Withdrawn = _never,
+        pacing: AuditPacing = AuditPacing(),
+        withdrawn: Withdrawn = never_withdrawn,
     ) -> None:
         self._settings = settings
         self._withdrawn = withdrawn
-        self._pause = pause
+        self._pause = pacing.pause
         self._reader = reader
         self._mirror = mirror
         self._landing = landing
         self._settle_for = settle_for
-        self._chunk_rows = chunk_rows
+        self._chunk_rows = pacing.chunk_rows
 
     def audit(self, target: AuditTarget) -> AuditFinding:
         """Compare one table, confirm its differences, and choose the repair (not carried out here).
@@ -260,7 +185,7 @@ class TableAudit:
             finding.lagging = True
         elif not report.ok:
             finding.column_notes = [n for n in report.column_notes() if "no difference" not in n]
-            suspects = _unique([*report.missing_keys, *report.differing_keys, *report.extra_keys])
+            suspects = unique_keys([*report.missing_keys, *report.differing_keys, *report.extra_keys])
             check()
             confirmed = self._confirm(target, keys, suspects, settle)
             if confirmed is None:
@@ -304,8 +229,8 @@ class TableAudit:
         held_table = pa.Table.from_pylist(held, mirror.schema) if mirror.num_columns else pa.table({})
         source_rows = [after[k] for k in steady if k in after]
         check = compare_rows(target.id, keys, source_rows, held_table)
-        rereads = _unique([*check.missing_keys, *check.differing_keys, *check.extra_keys])
-        return rereads, _unique(check.extra_keys)
+        rereads = unique_keys([*check.missing_keys, *check.differing_keys, *check.extra_keys])
+        return rereads, unique_keys(check.extra_keys)
 
     def _any_key(self, target: AuditTarget, keys: list[str]) -> Key | None:
         rows = self._reader.ranged_rows(target.ref, keys, None, None)
@@ -337,46 +262,6 @@ def left_out(table: str, why: str | None) -> bool:
     return True
 
 
-def repair(finding: AuditFinding, repairs: Repairs) -> None:
-    """Carry out ``finding``'s repair: deletes first, then the re-reads (so a row written again comes back)."""
-    if finding.repair == "rebuild":
-        repairs.rebuild(finding.table, _rebuild_reason(finding))
-    elif finding.repair == "rows":
-        if finding.deletes:
-            repairs.delete(finding.table, finding.deletes)
-        rereads = finding.rereads if finding.nudge is None else _unique([*finding.rereads, finding.nudge])
-        if rereads:
-            repairs.reread(finding.table, rereads)
-
-
-def _rebuild_reason(finding: AuditFinding) -> str:
-    if finding.missing_files:
-        first, last = finding.missing_files[0], finding.missing_files[-1]
-        return f"audit: files {first}..{last} left the landing zone before Fabric took them"
-    if finding.column_notes:
-        return f"audit: the column set differs ({'; '.join(finding.column_notes)})"
-    return f"audit: {finding.differences} differing keys (more than mirror.audit.repair_threshold)"
-
-
-def missing_files(landing: Storage, table: TableRef) -> list[int]:
-    """Numbers Fabric waits for that are gone: below the first waiting file, neither waiting nor processed.
-
-    Fabric keeps a table's last processed file, so the number before the first waiting one is found unless it was
-    removed before Fabric took it (a gap Fabric's sequential detection never passes).
-    """
-    waiting = waiting_files(landing, table)
-    if not waiting or waiting[0] <= 1:
-        return []
-    processed: set[int] = set()
-    for folder in PROCESSED_FOLDERS:
-        for entry in landing.list_dir(f"{table.folder}/{folder}"):
-            parsed = None if entry.is_dir else parse_data_file_name(entry.path.rsplit("/", 1)[-1])
-            if parsed is not None:
-                processed.add(parsed[0])
-    below = max((n for n in processed if n < waiting[0]), default=0)
-    return list(range(below + 1, waiting[0])) if below + 1 < waiting[0] and (below or not processed) else []
-
-
 class AuditRound:
     """One round over the audited tables, within the row budget; records metrics and each table's last audit."""
 
@@ -389,7 +274,7 @@ class AuditRound:
         stop: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
         checkpoint: Storage | None = None,
-        withdrawn: Withdrawn = _never,
+        withdrawn: Withdrawn = never_withdrawn,
     ) -> None:
         self._settings = settings
         self._checkpoint = checkpoint
@@ -462,13 +347,6 @@ class AuditRound:
         except Exception as exc:  # noqa: BLE001 - the next round finds the difference again
             finding.repair = f"failed: {exc}"
             log.error("audit %s: the repair failed (%s); tried again next round", finding.table, exc)
-
-
-def _unique(keys: Sequence[Key]) -> list[Key]:
-    seen: dict[str, Key] = {}
-    for key in keys:
-        seen.setdefault(repr(key), key)
-    return list(seen.values())
 
 
 def _by_key(rows: Sequence[Row], keys: list[str]) -> dict[Key, Row]:

@@ -43,10 +43,11 @@ from connector.collect.table_buffer import column_order, established_type, marke
 from connector.collect.tombstones import tombstones_follow_deletes
 from connector.config import TableSettings
 from connector.debezium import bulk_json
+from connector.debezium.arrow_values import ConversionError
 from connector.debezium.bulk_types import converted, parse_type
 from connector.debezium.envelope import HEARTBEAT_TOPIC_PREFIX, EnvelopeDecoder
 from connector.debezium.schemaless import arrow_row_columns, used_columns
-from connector.debezium.types import ColumnType, ConversionError, type_policy
+from connector.debezium.types import ColumnType, type_policy
 from connector.errors import BulkDeclined, decline
 from connector.events import KafkaRecord, Op
 from connector.landing_zone.layout import TableRef, table_for_topic

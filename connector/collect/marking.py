@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -101,6 +102,23 @@ def placeholder_markers(placeholder: str) -> tuple[bytes, bytes]:
     return placeholder.encode(), base64.b64encode(placeholder.encode()).rstrip(b"=")
 
 
+@dataclass(frozen=True)
+class ToastHandling:
+    """How one table's unchanged TOASTed values are handled.
+
+    Attributes:
+        policy: ``toast_policy``: what a placeholder in an update becomes.
+        placeholder: The text Debezium sends for a value it did not read (``unavailable_value_placeholder``).
+        toastable_columns: The columns Postgres can send as the placeholder; ``None`` when the schema is unknown.
+        store: The ``keep-last`` store of the table's last values; ``None`` under another policy.
+    """
+
+    policy: str
+    placeholder: str
+    toastable_columns: frozenset[str] | None = None
+    store: ToastStore | None = None
+
+
 class RowMarkerMapper:
     """Turns one table's change events into marked rows."""
 
@@ -110,10 +128,7 @@ class RowMarkerMapper:
         key_columns: tuple[str, ...],
         *,
         replay_safe_inserts: bool,
-        toast_policy: str,
-        placeholder: str,
-        toastable_columns: frozenset[str] | None,
-        toast_store: ToastStore | None,
+        toast: ToastHandling,
         keyless_changes: str = "rebuild",
     ) -> None:
         self.table_id = table_id
@@ -122,11 +137,11 @@ class RowMarkerMapper:
         spec = MarkerSpec(replay_safe_inserts and bool(key_columns))
         self._keyless_changes = keyless_changes if not key_columns else None
         self._insert, self._key_change = spec.insert, spec.key_change
-        self._toast_policy = toast_policy
-        self._placeholders: tuple[Any, ...] = (*placeholder_values(placeholder), [placeholder])
-        self._raw_markers = placeholder_markers(placeholder)
-        self.toastable_columns = toastable_columns
-        self.toast_store = toast_store
+        self._toast_policy = toast.policy
+        self._placeholders: tuple[Any, ...] = (*placeholder_values(toast.placeholder), [toast.placeholder])
+        self._raw_markers = placeholder_markers(toast.placeholder)
+        self.toastable_columns = toast.toastable_columns
+        self.toast_store = toast.store
 
     def rows(self, event: ChangeEvent) -> list[tuple[RowMarker, Row]]:
         """Marked rows for one change event, in the order they must be applied."""

@@ -14,35 +14,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from connector.collect.marking import RowMarkerMapper
+from connector.collect.marking import RowMarkerMapper, ToastHandling
 from connector.collect.ordering import Position, position_order
 from connector.collect.pieces import (
-    INCREMENTAL_SNAPSHOT,
     CollectContext,
     Collected,
-    PieceFacts,
     SourceShape,
     TablePiece,
-    initial_load,
     key_columns_for,
-    piece_facts,
 )
 from connector.collect.poison import DeadLetter, poison_policy
+from connector.collect.slice_events import TableEvents
 from connector.collect.table_buffer import DeclaredDecimal, TableBatch
 from connector.collect.toast_store import ToastStores
 from connector.collect.tombstones import NO_ROWS_YET, DeletedKeys, TombstoneTally, as_delete
 from connector.collect.tombstones import SKIPPED as TOMBSTONE
 from connector.collect.tombstones import UNWRITABLE as UNWRITABLE_TOMBSTONE
 from connector.config import TableSettings
+from connector.debezium.arrow_values import ConversionError
 from connector.debezium.ddl_events import altered_tables
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, Noise
-from connector.debezium.types import ColumnType, ConversionError, type_policy
+from connector.debezium.types import ColumnType, type_policy
 from connector.errors import DecodeError, SchemaChanged, TableReset, TableStopped, rebuild_hint
 from connector.events import KafkaRecord, Op
 from connector.landing_zone.layout import TableRef, table_for_topic
@@ -51,7 +48,6 @@ log = logging.getLogger(__name__)
 
 # Compared with once a record: bound once (see ``Op``).
 _TRUNCATE = Op.TRUNCATE
-_READ = Op.READ
 
 
 class _Open:
@@ -64,69 +60,13 @@ class _Open:
         self.first = first
 
 
-class _Events:
-    """A table's events in the slice, as columns for ``piece_facts``: op, source time and connector of each."""
-
-    def __init__(self) -> None:
-        self.ops: list[str] = []
-        self.ts_ms: list[int | None] = []
-        self.connectors: list[str | None] = []
-        # Every read's source.snapshot by record position (``initial_load`` tells the initial-snapshot ones), and
-        # whether every event so far was an initial-snapshot read.
-        self.reads: dict[Position, str] = {}
-        self.initial_open = True
-        # The last event's schema, or its row when schemaless: the piece's ``SourceShape``, made once at the end.
-        self._columns: Mapping[str, ColumnType] | None = None
-        self._row: Mapping[str, Any] | None = None
-
-    def add(self, event: ChangeEvent) -> None:
-        if event.columns is not None:
-            self._columns, self._row = event.columns, None
-        elif event.after:  # a schemaless delete's ``before`` may hold the key columns only
-            self._columns, self._row = None, event.after
-        self.ops.append(event.op)
-        self.ts_ms.append(event.ts_ms)
-        connector = event.source.get("connector")
-        self.connectors.append(str(connector) if connector else None)
-        text = ""
-        if event.op == _READ:
-            snapshot = event.source.get("snapshot")
-            # Debezium 1.x wrote a boolean; 2.x and later one of true/first/.../last/incremental/false.
-            text = "" if snapshot is None else "true" if snapshot is True else str(snapshot).lower()
-            record = event.record
-            self.reads[(record.topic, record.partition, record.offset)] = text
-        if event.op != _READ or text == INCREMENTAL_SNAPSHOT:
-            self.initial_open = False
-
-    def facts(self, records: list[KafkaRecord] | None) -> PieceFacts:
-        """The facts, with the initial-load part of the rows made from ``records`` (one per row, in file order)."""
-        initial = None
-        if records and self.reads:
-            snapshots = [self.reads.get((r.topic, r.partition, r.offset)) for r in records]
-            ops = [_READ if s is not None else "" for s in snapshots]
-            initial = initial_load(pa.array(ops, pa.string()), pa.array(snapshots, pa.string()))
-            initial = replace(initial, complete=self.initial_open and initial.complete)
-        shape = None
-        if self._columns is not None:
-            shape = SourceShape.of_schema(self._columns)
-        elif self._row is not None:
-            shape = SourceShape.of_row(self._row)
-        return piece_facts(
-            pa.array(self.ops, pa.string()),
-            pa.array(self.ts_ms, pa.int64()),
-            pa.array(self.connectors, pa.string()),
-            initial,
-            shape,
-        )
-
-
 @dataclass
 class _SliceRun:
     """What one ``collect`` call gathers, table by table, besides its result."""
 
     out: Collected
     tables: dict[str, _Open] = field(default_factory=dict)
-    events: dict[str, _Events] = field(default_factory=dict)
+    events: dict[str, TableEvents] = field(default_factory=dict)
     refs: dict[str, TableRef] = field(default_factory=dict)
     recreated: dict[str, Position] = field(default_factory=dict)
     last_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -261,7 +201,7 @@ class SliceCollector:
         tid = ref.id
         seen = run.events.get(tid)
         if seen is None:
-            seen = run.events[tid] = _Events()
+            seen = run.events[tid] = TableEvents()
             run.refs[tid] = ref
         seen.add(decoded)
         try:
@@ -320,7 +260,7 @@ class SliceCollector:
         tid: str,
         ref: TableRef,
         table: _Open | None,
-        seen: _Events,
+        seen: TableEvents,
         recreated_at: Position | None,
         out: Collected,
     ) -> TablePiece:
@@ -424,10 +364,7 @@ class SliceCollector:
             tid,
             key_columns,
             replay_safe_inserts=self.mirror.replay_safe_inserts or tid in self.context.upsert_tables,
-            toast_policy=policy,
-            placeholder=self.mirror.unavailable_value_placeholder,
-            toastable_columns=toastable,
-            toast_store=store,
+            toast=ToastHandling(policy, self.mirror.unavailable_value_placeholder, toastable, store),
             keyless_changes=settings.keyless_changes or self.mirror.keyless_changes,
         )
 

@@ -16,15 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 from connector.collect.toast_store import Row
+from connector.debezium.arrow_values import ConversionError, to_arrow
 from connector.debezium.schemaless import inferred_type, kind_of_value
-from connector.debezium.types import (
-    ColumnType,
-    ConversionError,
-    Wire,
-    declared_decimal,
-    to_arrow,
-    type_name,
-)
+from connector.debezium.types import ColumnType, Wire, declared_decimal, type_name
 from connector.errors import SchemaChanged, TableStopped, rebuild_hint
 from connector.events import ROW_MARKER_COLUMN, KafkaRecord
 

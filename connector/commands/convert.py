@@ -18,7 +18,7 @@ from connector.kcat import kcat_records_table, parse_kcat_line
 from connector.mirror_writer import MirrorWriter, open_mirror_writer
 from connector.publish.batch_plan import BatchInput
 from connector.publish.batch_result import BatchResult
-from connector.publish.ledger import STATE_FILE
+from connector.publish.ledger_format import STATE_FILE
 from connector.sink import MirrorSink
 from connector.storage.location import StorageLocation
 

@@ -19,7 +19,8 @@ from connector.operate.audit_status import read_audit_status
 from connector.operate.job_status import read_job_status
 from connector.operate.rebuild import request_rebuild
 from connector.operate.table_status import TableLine, table_lines, table_state_word
-from connector.publish.ledger import STATE_FILE, BatchLedger
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_format import STATE_FILE
 from connector.publish.lifecycle import Phase
 from connector.storage.base import Storage
 

@@ -6,7 +6,7 @@ schema. Writer schemas are fetched by id from a Confluent-compatible registry (c
 with ``fastavro.schemaless_reader``.
 
 The output is exactly what ``EnvelopeDecoder`` yields for the same change sent through JsonConverter, so
-everything downstream (row markers, TOAST placeholders, the keep-last store, ``types.to_arrow``) has one
+everything downstream (row markers, TOAST placeholders, the keep-last store, ``arrow_values.to_arrow``) has one
 input form:
 
 - Column types: each Avro field is mapped back to the Kafka Connect field it came from (the reverse of

@@ -2,7 +2,7 @@
 
 ``parse_type`` says which Arrow type the JSON reader parses a column's wire values as; ``converted``
 turns the parsed column into the landing type with vectorised casts wherever Arrow converts exactly as
-``connector.debezium.types.to_arrow`` does, and calls ``to_arrow`` itself for the rest, so both paths
+``connector.debezium.arrow_values.to_arrow`` does, and calls ``to_arrow`` itself for the rest, so both paths
 give the same values. A column neither can take calls ``decline``.
 """
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from connector.debezium.arrow_values import floor_nanos_to_micros, to_arrow
 from connector.debezium.connect_decimal import decimals_from_base64
-from connector.debezium.types import ColumnType, Wire, floor_nanos_to_micros, to_arrow
+from connector.debezium.types import ColumnType, Wire
 from connector.errors import decline
 
 # Arrow types whose parsed JSON values cast exactly as ``pa.array(values, type)`` converts them.

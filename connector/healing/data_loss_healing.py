@@ -44,7 +44,8 @@ from connector.healing.resume import resume_from_ledger
 from connector.kafka.spark_checkpoint import SparkCheckpoint
 from connector.landing_zone.layout import table_for_topic
 from connector.operate import metrics
-from connector.publish.ledger import BatchLedger, DataGap, LedgerState, TableState
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_state import DataGap, LedgerState, TableState
 from connector.publish.source_identity import topic_prefix
 from connector.publish.source_offsets import kafka_offsets
 from connector.storage.base import Storage

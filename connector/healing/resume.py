@@ -25,7 +25,8 @@ from connector.config import SourceSettings
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.kafka.spark_checkpoint import SparkCheckpoint
 from connector.kafka_client import client_config
-from connector.publish.ledger import BatchLedger, LedgerState, TableState
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.publisher import highest_number
 from connector.publish.source_offsets import kafka_offsets
 from connector.storage.base import Storage

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from connector.errors import LandingZoneCorrupt
-from connector.publish.ledger import LedgerState
+from connector.publish.ledger_state import LedgerState
 from connector.publish.source_offsets import check_offsets_log, check_start, kafka_offsets
 
 if TYPE_CHECKING:

@@ -1,4 +1,6 @@
-"""Prometheus instruments (declared once, low-cardinality labels) and the /metrics /healthz /readyz server.
+"""Prometheus instruments (declared once, low-cardinality labels) and the functions that record into them.
+
+The HTTP endpoint serving them is ``metrics_server``; what /readyz reports is ``health.HealthState``.
 
 Labels are tables, ops, skip kinds and Kafka topic-partitions: bounded by the source database's
 schema, never by data.
@@ -10,19 +12,13 @@ import errno
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from socketserver import ThreadingMixIn
-from typing import Any, Protocol
-from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
-import orjson
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from connector import __version__
-from connector.errors import ConfigError
 from connector.fabric.status import FabricDatabaseStatus, FabricTableStatus
-from connector.operate import status_page
 from connector.operate.debezium_status import DebeziumConnectorStatus
 from connector.operate.status_history import BatchSample
 from connector.operate.status_model import StatusBoard
@@ -357,63 +353,7 @@ def record_debezium_status(statuses: Mapping[str, DebeziumConnectorStatus] | Non
             DEBEZIUM_FAILED.labels(name).set(status.failed)
 
 
-class HealthState:
-    """What /healthz and /readyz report: alive once started; ready while the job makes progress.
-
-    Ready means: the query runs, the last batch succeeded, a Kafka broker answers, Fabric's mirrored
-    database runs (when its status is read), and the job is not stalled (offsets behind, yet no batch
-    completed for ``stall_after_s``). During a broker outage Spark's Kafka source just waits, and a stopped
-    mirrored database leaves files unread, so without these checks a pod would look ready for as long as
-    either lasts.
-    """
-
-    def __init__(self, stall_after_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self.ready = False
-        self.reason = "starting"
-        self.stall_after_s = stall_after_s
-        self._clock = clock
-        self._last_progress = clock()
-        self._offsets_behind = 0
-        self._broker_problem: str | None = None
-        self._database_problem: str | None = None
-
-    def set(self, ready: bool, reason: str) -> None:
-        """Change readiness; a successful batch also counts as progress."""
-        self.ready = ready
-        self.reason = reason
-        if ready:
-            self._last_progress = self._clock()
-
-    def offsets_behind(self, total: int) -> None:
-        """The Kafka backlog from the query's last progress report."""
-        self._offsets_behind = total
-
-    def broker(self, problem: str | None) -> None:
-        """The broker check's outcome: ``None`` when a broker answered, else what went wrong."""
-        self._broker_problem = problem
-        KAFKA_REACHABLE.set(0 if problem else 1)
-
-    def fabric_database(self, problem: str | None) -> None:
-        """The mirrored database's last known status: ``None`` when Running, else its state (Stopped, …)."""
-        self._database_problem = problem
-
-    def status(self) -> tuple[bool, str]:
-        """(ready, reason) as /readyz reports it now."""
-        if not self.ready:
-            return False, self.reason
-        if self._broker_problem is not None:
-            return False, f"kafka unreachable: {self._broker_problem}"
-        if self._database_problem is not None:
-            return False, f"fabric mirrored database not running: {self._database_problem}"
-        idle = self._clock() - self._last_progress
-        if self.stall_after_s is not None and self._offsets_behind and idle > self.stall_after_s:
-            return False, (
-                f"stalled: {self._offsets_behind} offsets behind and no batch completed for {idle:.0f}s "
-                f"(metrics.stall_after_s={self.stall_after_s:g})"
-            )
-        return True, self.reason
-
-
+# Here, not in ``metrics_server``: the preflight names a taken port without importing the server.
 def metrics_port_problem(port: int, exc: OSError) -> str:
     """One line for a metrics port that cannot be bound, naming the port and the settings that choose it."""
     if exc.errno == errno.EADDRINUSE:
@@ -422,100 +362,3 @@ def metrics_port_problem(port: int, exc: OSError) -> str:
             "(--metrics-port, CONNECTOR_METRICS__PORT) or 0 to turn the endpoint off"
         )
     return f"metrics.port {port} cannot be listened on: {exc.strerror or type(exc).__name__}"
-
-
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    """One thread per connection: a browser's idle pre-opened connection must not hold up scrapes and probes."""
-
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
-        """Scrapes are not worth a log line each."""
-
-
-def table_counters() -> dict[str, dict[str, float]]:
-    """This process's per-table counts the status page shows: schema changes, data gaps, dead letters, errors."""
-    counters: dict[str, dict[str, float]] = {}
-    for name, counter in (
-        ("schema_changes", SCHEMA_CHANGES),
-        ("data_gaps", DATA_LOST),
-        ("dead_letters", DEAD_LETTERS),
-        ("publish_errors", PUBLISH_ERRORS),
-    ):
-        by_table = counters.setdefault(name, {})
-        for metric in counter.collect():
-            for sample in metric.samples:
-                if sample.name.endswith("_total"):
-                    table = sample.labels["table"]
-                    by_table[table] = by_table.get(table, 0.0) + sample.value
-    return counters
-
-
-def status_app(health: HealthState) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
-    """The status page's WSGI app: ``/`` (HTML) and ``/status.json``, read-only (GET and HEAD)."""
-
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
-            start_response("405 Method Not Allowed", [("Content-Type", "text/plain"), ("Allow", "GET, HEAD")])
-            return [b"read-only\n"]
-        try:
-            snapshot = BOARD.snapshot(health.status(), table_counters())
-            if environ.get("PATH_INFO") == "/status.json":
-                body = orjson.dumps(snapshot)
-                headers = [("Content-Type", "application/json"), *status_page.HEADERS[1:]]
-            else:
-                query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
-                body = status_page.render_page(snapshot, query).encode()
-                headers = list(status_page.HEADERS)
-        except Exception:  # noqa: BLE001 - the page must never take the metrics endpoint down
-            log.exception("the status page could not be rendered")
-            start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
-            return [b"the status page could not be rendered; see the service's log\n"]
-        start_response("200 OK", [*headers, ("Content-Length", str(len(body)))])
-        return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else body]
-
-    return app
-
-
-def serve(
-    port: int,
-    health: HealthState,
-    host: str = "0.0.0.0",  # noqa: S104 - a pod's port
-    *,
-    page: bool = True,
-) -> WSGIServer:
-    """Start the HTTP endpoint in a daemon thread; returns the server (``server_port`` is the bound port).
-
-    ``page``: also serve the status page at ``/`` and ``/status.json`` (``metrics.status_page``).
-
-    Raises:
-        ConfigError: The port is taken (or not ours to bind); the message names it.
-    """
-    metrics_app = make_wsgi_app(REGISTRY)
-    page_app = status_app(health) if page else None
-    # Evaluated at each scrape, like /readyz, so a stall shows without waiting for the next batch.
-    READY.set_function(lambda: 1.0 if health.status()[0] else 0.0)
-
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "/")
-        if path == "/healthz":
-            start_response("200 OK", [("Content-Type", "text/plain")])
-            return [b"ok\n"]
-        if path == "/readyz":
-            ready, reason = health.status()
-            status = "200 OK" if ready else "503 Service Unavailable"
-            start_response(status, [("Content-Type", "text/plain")])
-            return [f"{reason}\n".encode()]
-        if page_app is not None and path in ("/", "/status.json"):
-            return page_app(environ, start_response)
-        result: Iterable[bytes] = metrics_app(environ, start_response)
-        return result
-
-    try:
-        server = make_server(host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler)
-    except OSError as exc:
-        raise ConfigError(metrics_port_problem(port, exc)) from None
-    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
-    return server

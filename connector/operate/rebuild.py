@@ -46,7 +46,7 @@ import orjson
 
 from connector.config import MirrorSettings
 from connector.errors import ConnectorError
-from connector.publish.ledger import LedgerState, TableState
+from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.lifecycle import Lifecycle, Phase, SnapshotNotice, SnapshotState, SnapshotTrack
 from connector.storage.base import Storage
 

@@ -24,7 +24,7 @@ from connector.operate.deadletter import DEFAULT_FOLDER
 from connector.operate.debezium_status import DebeziumConnectorStatus
 from connector.operate.status_history import StatusHistory
 from connector.operate.table_status import TableLine, iso_time, table_lines
-from connector.publish.ledger import LedgerState
+from connector.publish.ledger_state import LedgerState
 from connector.secrets import redact_url
 from connector.storage import LocalStorage, Storage
 from connector.storage.location import is_remote

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from connector.operate.audit_status import TableAuditStatus
-from connector.publish.ledger import LedgerState, TableState
+from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.lifecycle import Phase, SnapshotState
 
 

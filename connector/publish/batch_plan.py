@@ -32,7 +32,8 @@ from connector.errors import LandingZoneCorrupt, SchemaChanged, TableReset, Tabl
 from connector.events import KafkaRecord
 from connector.publish.batch_result import BatchResult
 from connector.publish.empty_tables import EmptyTable, empty_slice, pending
-from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, PlannedFile, TableState
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_state import BatchPlan, BatchSource, PlannedFile, TableState
 from connector.publish.numbering import FileNumbering
 from connector.publish.publisher import remove_orphans
 from connector.publish.schema_changes import SchemaChange, after_ddl, after_events, after_stop, column_change

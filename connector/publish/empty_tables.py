@@ -26,7 +26,7 @@ from connector.collect.table_buffer import MARKER_TYPE
 from connector.config import MirrorSettings
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing_zone.layout import TableRef, staged_file_name
-from connector.publish.ledger import LedgerState
+from connector.publish.ledger_state import LedgerState
 from connector.publish.publisher import highest_number
 from connector.storage.base import Storage, join
 

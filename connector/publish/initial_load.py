@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from connector.collect.ordering import Position
 from connector.collect.pieces import TablePiece
 from connector.errors import TableReset
-from connector.publish.ledger import TableState
+from connector.publish.ledger_state import TableState
 
 
 @dataclass(frozen=True)

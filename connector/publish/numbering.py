@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from connector.errors import LandingZoneCorrupt, rebuild_hint
 from connector.landing_zone.layout import TableRef
-from connector.publish.ledger import TableState
+from connector.publish.ledger_state import TableState
 from connector.publish.publisher import highest_number
 from connector.storage.base import Storage
 

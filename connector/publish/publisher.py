@@ -21,7 +21,7 @@ from connector.landing_zone.layout import (
     staged_batch_prefix,
 )
 from connector.publish.batch_result import BatchResult
-from connector.publish.ledger import BatchPlan, LedgerState, PlannedFile
+from connector.publish.ledger_state import BatchPlan, LedgerState, PlannedFile
 from connector.storage.base import Storage, join
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from typing import Literal
 
 from connector.collect.pieces import SourceShape
 from connector.config import MirrorSettings, SchemaChangeSettings
-from connector.publish.ledger import TableState
+from connector.publish.ledger_state import TableState
 
 log = logging.getLogger(__name__)
 

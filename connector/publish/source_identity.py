@@ -18,7 +18,8 @@ import orjson
 from connector.config import MirrorSettings
 from connector.errors import ConfigError, LandingZoneCorrupt
 from connector.landing_zone.layout import discover_tables, table_for_topic
-from connector.publish.ledger import BatchLedger, LedgerState
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_state import LedgerState
 from connector.storage.base import Storage
 
 #: The record at the landing-zone root.

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from connector.errors import ConfigError, LandingZoneCorrupt
-from connector.publish.ledger import BatchSource, LedgerState
+from connector.publish.ledger_state import BatchSource, LedgerState
 
 RECOVERY = (
     "To recover, restore the Spark checkpoint folder that belongs with this ledger (both are parts of one "

@@ -30,6 +30,7 @@ from connector.healing.data_loss_healing import heal_in_batch, lost_in_batch
 from connector.kafka.ranges import RangeSplit, batch_ranges
 from connector.kafka.spark_checkpoint import SparkCheckpoint
 from connector.operate import metrics
+from connector.operate.health import HealthState
 from connector.publish.batch_plan import BatchInput
 from connector.publish.batch_result import BatchResult
 from connector.publish.source_offsets import kafka_offsets
@@ -88,7 +89,7 @@ class BatchWriter(ABC):
     def __init__(
         self,
         sink: MirrorSink,
-        health: metrics.HealthState,
+        health: HealthState,
         spark_checkpoint: SparkCheckpoint,
         *,
         stop: threading.Event | None = None,
@@ -163,7 +164,7 @@ class DriverBatchWriter(BatchWriter):
     def __init__(
         self,
         sink: MirrorSink,
-        health: metrics.HealthState,
+        health: HealthState,
         spark_checkpoint: SparkCheckpoint,
         *,
         columnar: bool = True,
@@ -209,7 +210,7 @@ class ExecutorBatchWriter(BatchWriter):
     def __init__(
         self,
         sink: MirrorSink,
-        health: metrics.HealthState,
+        health: HealthState,
         spark_checkpoint: SparkCheckpoint,
         collect: ExecutorCollect,
         *,

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from connector.config import SourceSettings
 from connector.kafka_client import client_config
-from connector.operate.metrics import HealthState
+from connector.operate.health import HealthState
 
 log = logging.getLogger(__name__)
 

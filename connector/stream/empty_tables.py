@@ -35,7 +35,7 @@ from connector.errors import ConnectorError
 from connector.landing_zone.layout import table_for_topic
 from connector.operate.debezium_config_lint import database_kind, fetch_connector_configs
 from connector.publish.empty_tables import EmptyTable
-from connector.publish.ledger import LedgerState
+from connector.publish.ledger_state import LedgerState
 from connector.readback.source_catalogue import CatalogueTable, dialect, read_catalogue
 from connector.secrets import resolve_secret_references
 

@@ -24,6 +24,7 @@ from connector.fabric.status_reader import (
     FabricTableStatus,
 )
 from connector.operate import metrics
+from connector.operate.health import HealthState
 from connector.operate.polling import PollingThread
 
 #: Answers that are a setting's fault, not an outage: they stop ``run`` at start.
@@ -40,7 +41,7 @@ class FabricStatusPoller(PollingThread):
         reader: FabricStatusReader,
         interval_s: float,
         record: Callable[[Mapping[str, FabricTableStatus] | None], None] = metrics.record_fabric_status,
-        health: metrics.HealthState | None = None,
+        health: HealthState | None = None,
         record_database: Callable[[FabricDatabaseStatus | None], None] = metrics.record_fabric_database,
     ) -> None:
         super().__init__("fabric-status", interval_s)
@@ -52,7 +53,7 @@ class FabricStatusPoller(PollingThread):
         self._latest: dict[str, FabricTableStatus] | None = None
 
     @classmethod
-    def open(cls, settings: ConnectorSettings, health: metrics.HealthState | None = None) -> FabricStatusPoller | None:
+    def open(cls, settings: ConnectorSettings, health: HealthState | None = None) -> FabricStatusPoller | None:
         """A poller for ``settings.fabric_status`` (not started); ``None`` when its kind is ``none``.
 
         With ``health`` (``run``), the database's status is checked once first (``check_database_at_start``).

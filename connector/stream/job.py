@@ -22,6 +22,7 @@ from connector.errors import ConnectorError
 from connector.healing.query_failure import report_query_failure
 from connector.kafka.ranges import RangeSplit
 from connector.operate import metrics
+from connector.operate.health import HealthState
 from connector.operate.job_status import JobStatusRecorder
 from connector.sink import MirrorSink
 from connector.spark.source import kafka_read_spec, stream
@@ -191,7 +192,7 @@ def _stopped_before_query(graceful: GracefulStop) -> int:
     return 0
 
 
-def _watch(query: StreamingQuery, graceful: GracefulStop, health: metrics.HealthState, on_data_lost: str) -> None:
+def _watch(query: StreamingQuery, graceful: GracefulStop, health: HealthState, on_data_lost: str) -> None:
     """Wait for the query, publishing Kafka lag and a progress line while a backlog is caught up.
 
     A stop request (SIGTERM/SIGINT) is carried out here, on the main thread: wait for the batch in flight,

@@ -23,7 +23,8 @@ from connector.healing.data_loss_healing import heal_data_loss, kafka_check
 from connector.healing.resume import resume_from_ledger, starting_offsets
 from connector.kafka.spark_checkpoint import SparkCheckpoint
 from connector.mirror_writer import MirrorWriter, open_mirror_writer
-from connector.operate import metrics
+from connector.operate import metrics, metrics_server
+from connector.operate.health import HealthState
 from connector.operate.job_status import JobStatusRecorder
 from connector.publish.ledger import BatchLedger
 from connector.publish.source_identity import check_topic_prefix, check_topics
@@ -48,7 +49,7 @@ class StartedJob:
     """What start-up hands the query: the settings Spark starts with, health, the writer, Spark's checkpoint."""
 
     settings: ConnectorSettings
-    health: metrics.HealthState
+    health: HealthState
     fabric_status: FabricStatusPoller | None
     debezium_status: DebeziumStatusPoller | None
     writer: MirrorWriter
@@ -74,9 +75,9 @@ def start_up(
     if graceful.requested.is_set():
         return None
     check_debezium_settings(settings)
-    health = metrics.HealthState(stall_after_s=settings.metrics.stall_after_s)
+    health = HealthState(stall_after_s=settings.metrics.stall_after_s)
     if settings.metrics.port:
-        server = metrics.serve(settings.metrics.port, health, page=settings.metrics.status_page)
+        server = metrics_server.serve(settings.metrics.port, health, page=settings.metrics.status_page)
         page = " / /status.json" if settings.metrics.status_page else ""
         log.info("metrics on port %d (/metrics /healthz /readyz%s)", server.server_port, page)
     # An incomplete fabric_status section, wrong ids or a stopped database fail here; later reads never stop it.

@@ -18,7 +18,7 @@ import orjson
 import psycopg
 import pytest
 
-from connector.publish.ledger import TableState
+from connector.publish.ledger_state import TableState
 from connector.publish.lifecycle import Phase
 from tests.e2e.test_rebuild_e2e import Connector
 from tests.support.kafka import run_connector

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from connector.publish.ledger import TableState
+from connector.publish.ledger_state import TableState
 from connector.publish.lifecycle import Phase
 from tests.e2e.test_keyless_e2e import write_config
 from tests.e2e.test_rebuild_e2e import Connector

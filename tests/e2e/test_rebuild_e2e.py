@@ -28,7 +28,8 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer
 
-from connector.publish.ledger import BatchLedger, TableState
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_state import TableState
 from connector.publish.lifecycle import Phase
 from connector.readback.verify import verify
 from connector.storage import LocalStorage

@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, close_consumers, read_ranges
 from connector.config import ConnectorSettings, SourceSettings
 from connector.kafka_client import client_config
-from connector.operate.metrics import HealthState
+from connector.operate.health import HealthState
 from connector.readback.replay import replay_landing_zone
 from connector.spark.source import kafka_read_spec
 from connector.storage import LocalStorage

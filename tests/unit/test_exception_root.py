@@ -20,7 +20,7 @@ OUTSIDE_THE_ROOT = {
     "connector.errors.BulkDeclined",
     # Control flow inside the audit: a table whose rebuild was requested mid-comparison leaves the round unjudged;
     # the round's ``except ConnectorError`` (a failed comparison, recorded as such) must not take it for a failure.
-    "connector.audit.compare.TableWithdrawn",
+    "connector.audit.finding.TableWithdrawn",
 }
 
 
@@ -46,6 +46,9 @@ def test_every_exception_of_the_package_derives_from_connector_error() -> None:
 def test_the_exceptions_that_were_value_errors_still_are() -> None:
     """Joining the root kept their old base, so an ``except ValueError`` catches them as before."""
     defined = _defined_exceptions()
-    for name in ("connector.debezium.types.ConversionError", "connector.landing_zone.metadata.AmbiguousMetadata"):
+    for name in (
+        "connector.debezium.arrow_values.ConversionError",
+        "connector.landing_zone.metadata.AmbiguousMetadata",
+    ):
         assert issubclass(defined[name], ValueError), name
         assert issubclass(defined[name], ConnectorError), name

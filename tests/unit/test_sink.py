@@ -24,7 +24,7 @@ from typing_extensions import override
 from connector.config import MirrorSettings, TableSettings
 from connector.events import KafkaRecord
 from connector.publish.batch_plan import BatchInput
-from connector.publish.ledger import TableState
+from connector.publish.ledger_state import TableState
 from connector.publish.lifecycle import Phase
 from connector.readback.landing_reader import arrow_owned, read_data_file
 from connector.readback.validate import validate_landing_zone

@@ -9,7 +9,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from connector.audit.compare import AuditRound, AuditTarget, TableAudit, missing_files, repair
+from connector.audit.compare import AuditPacing, AuditRound, TableAudit
+from connector.audit.finding import AuditTarget
+from connector.audit.landing_gap import missing_files
+from connector.audit.repair import repair
 from connector.config.audit import AuditSettings
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
@@ -79,7 +82,7 @@ def _audit(source: Source, mirror: Mirror, tmp_path: Path, on_settle: Any = None
         return settle
 
     lz = LocalStorage(str(tmp_path / "lz"))
-    return TableAudit(AuditSettings(**settings), source, mirror, lz, settle_for, chunk_rows=4)  # type: ignore[arg-type]
+    return TableAudit(AuditSettings(**settings), source, mirror, lz, settle_for, pacing=AuditPacing(chunk_rows=4))  # type: ignore[arg-type]
 
 
 def test_a_clean_table_is_clean(tmp_path: Path) -> None:
@@ -140,7 +143,14 @@ def test_a_file_lost_before_fabric_took_it_is_a_gap_and_a_rebuild(tmp_path: Path
     lz.create(f"{REF.folder}/{5:020d}.parquet", b"x")
     assert missing_files(lz, REF) == []
     lz.delete(f"{REF.folder}/{4:020d}.parquet")
-    audit = TableAudit(AuditSettings(), Source({}), Mirror({}), lz, lambda r, t: lambda p: True, pause=lambda s: None)  # type: ignore[arg-type]
+    audit = TableAudit(
+        AuditSettings(),
+        Source({}),  # type: ignore[arg-type]
+        Mirror({}),
+        lz,
+        lambda r, t: lambda p: True,
+        pacing=AuditPacing(pause=lambda s: None),
+    )
     finding = audit.audit(TARGET)
     assert finding.missing_files == [4] and finding.repair == "rebuild"
 
@@ -177,7 +187,7 @@ def test_a_difference_the_mirror_never_caught_up_with_is_lagging_not_clean(tmp_p
         return lambda position: False
 
     lz = LocalStorage(str(tmp_path / "lz"))
-    audit = TableAudit(AuditSettings(), Source(rows), Mirror({}), lz, settle_for, chunk_rows=4)  # type: ignore[arg-type]
+    audit = TableAudit(AuditSettings(), Source(rows), Mirror({}), lz, settle_for, pacing=AuditPacing(chunk_rows=4))  # type: ignore[arg-type]
     finding = audit.audit(TARGET)
     assert finding.lagging and not finding.clean and finding.repair == "lagging"
     assert finding.rereads == [] and finding.deletes == []

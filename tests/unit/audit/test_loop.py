@@ -14,7 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from connector.audit.compare import AuditFinding, AuditRound, AuditTarget, TableAudit, TableWithdrawn
+from connector.audit.compare import AuditPacing, AuditRound, TableAudit
+from connector.audit.finding import AuditFinding, AuditTarget, TableWithdrawn
 from connector.audit.loop import AuditLoop, SinkRepairs, audit_targets, pause_after
 from connector.config import ConnectorSettings, MirrorSettings, RebuildSettings, load_settings
 from connector.config.audit import AuditSettings
@@ -23,7 +24,7 @@ from connector.operate import metrics
 from connector.operate.audit_status import read_audit_status
 from connector.operate.rebuild import request_rebuild
 from connector.publish.batch_plan import BatchInput
-from connector.publish.ledger import TableState
+from connector.publish.ledger_state import TableState
 from connector.publish.lifecycle import Phase, SnapshotNotice
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
@@ -144,8 +145,7 @@ class Stack:
             self.mirror,
             self.sink.landing,
             self._settle_for,
-            chunk_rows=4,
-            pause=lambda s: None,
+            pacing=AuditPacing(chunk_rows=4, pause=lambda s: None),
             withdrawn=self.sink.healing,
         )
         rounds = AuditRound(

@@ -9,7 +9,7 @@ import orjson
 
 from connector.audit.loop import _committed_past, audit_targets
 from connector.audit.signal import key_filter, keyed_snapshot_value, sql_literal
-from connector.publish.ledger import BatchSource, LedgerState, TableState
+from connector.publish.ledger_state import BatchSource, LedgerState, TableState
 from connector.publish.lifecycle import Lifecycle, Phase
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connector.collect.marking import KEYLESS_CHANGE, RowMarkerMapper
+from connector.collect.marking import KEYLESS_CHANGE, RowMarkerMapper, ToastHandling
 from connector.debezium.envelope import EnvelopeDecoder
 from connector.errors import TableReset, TableStopped
 from connector.events import KafkaRecord, RowMarker
@@ -18,10 +18,7 @@ def mapper(key_columns: tuple[str, ...] = (), *, keyless_changes: str = "rebuild
         "public.logs",
         key_columns,
         replay_safe_inserts=True,
-        toast_policy="fail",
-        placeholder="__debezium_unavailable_value",
-        toastable_columns=None,
-        toast_store=None,
+        toast=ToastHandling("fail", "__debezium_unavailable_value"),
         keyless_changes=keyless_changes,
     )
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from connector.commands.cli import build_parser, main
+from connector.commands.cli import main
 from connector.commands.convert import convert
+from connector.commands.parser import build_parser
 from connector.config import load_settings
 from connector.events import KafkaRecord
 from connector.kcat import kcat_line

@@ -23,10 +23,11 @@ from pydantic import SecretStr
 from connector.commands.check_config import check_config_file
 from connector.config import SchemaRegistrySettings, SourceSettings, load_settings
 from connector.debezium import schema_registry
+from connector.debezium.arrow_values import ConversionError, to_arrow
 from connector.debezium.avro import AvroDecoder
 from connector.debezium.decoder import open_decoder
 from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
-from connector.debezium.types import ColumnType, ConversionError, TypePolicy, to_arrow
+from connector.debezium.types import ColumnType, TypePolicy
 from connector.errors import ConfigError, DecodeError, RegistryError, RegistryUnavailable, TransientError
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat

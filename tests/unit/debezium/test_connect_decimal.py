@@ -8,8 +8,9 @@ import random
 import pyarrow as pa
 import pytest
 
+from connector.debezium.arrow_values import ConversionError, to_arrow
 from connector.debezium.connect_decimal import decimals_from_base64
-from connector.debezium.types import ColumnType, ConversionError, decimal_type, to_arrow
+from connector.debezium.types import ColumnType, decimal_type
 
 
 def encoded(unscaled: int, size: int | None = None) -> str:

@@ -19,10 +19,10 @@ import pytest
 
 from connector.config import SchemaRegistrySettings
 from connector.debezium import schema_registry
+from connector.debezium.arrow_values import ConversionError, to_arrow
 from connector.debezium.avro import AvroDecoder
 from connector.debezium.decoder import Decoder
 from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
-from connector.debezium.types import ConversionError, to_arrow
 from connector.errors import DecodeError
 from connector.events import KafkaRecord
 from connector.kcat import record_from_kcat

@@ -10,8 +10,8 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from connector.debezium.arrow_values import to_arrow
 from connector.debezium.envelope import ChangeEvent, EnvelopeDecoder, Noise
-from connector.debezium.types import to_arrow
 from connector.errors import DecodeError
 from connector.events import KafkaRecord, Op
 

@@ -9,15 +9,9 @@ import math
 import pyarrow as pa
 import pytest
 
+from connector.debezium.arrow_values import ConversionError, to_arrow
 from connector.debezium.schemaless import ValueKind, inferred_type, kind_of_value
-from connector.debezium.types import (
-    ColumnType,
-    ConversionError,
-    TypePolicy,
-    column_type_from_schema,
-    declared_decimal,
-    to_arrow,
-)
+from connector.debezium.types import ColumnType, TypePolicy, column_type_from_schema, declared_decimal
 from tests.support.debezium import encode_decimal
 
 UTC = dt.UTC

@@ -15,6 +15,7 @@ from connector.fabric.database_init import mirroring_definition
 from connector.fabric.rest_api import FabricApi, FabricApiError
 from connector.fabric.status import open_fabric_status
 from connector.operate import metrics
+from connector.operate.health import HealthState
 from connector.stream.fabric_status_poller import FabricStatusPoller
 from tests.support.fabric_api_double import MIRRORED_DATABASE_ID, TOKEN, WORKSPACE_ID, FabricApiDouble
 
@@ -25,7 +26,7 @@ def fabric() -> Iterator[FabricApiDouble]:
         yield double
 
 
-def poller(fabric: FabricApiDouble, health: metrics.HealthState, **overrides: str) -> FabricStatusPoller:
+def poller(fabric: FabricApiDouble, health: HealthState, **overrides: str) -> FabricStatusPoller:
     settings = load_settings(
         None,
         **{
@@ -49,7 +50,7 @@ def database_up() -> float | None:
 def test_a_database_stopped_while_streaming_is_unready_within_one_poll_and_ready_when_started(
     fabric: FabricApiDouble,
 ) -> None:
-    health = metrics.HealthState()
+    health = HealthState()
     status = poller(fabric, health)
     health.set(True, "running")
     status.poll_once()
@@ -66,7 +67,7 @@ def test_a_database_stopped_while_streaming_is_unready_within_one_poll_and_ready
 
 
 def test_an_unreadable_database_status_keeps_the_last_known_one(fabric: FabricApiDouble) -> None:
-    health = metrics.HealthState()
+    health = HealthState()
     status = poller(fabric, health)
     health.set(True, "running")
     fabric.database_status = "Paused"
@@ -96,13 +97,13 @@ def test_run_refuses_a_definite_problem_at_start(fabric: FabricApiDouble, change
     else:
         overrides["fabric_status.bearer_token"] = "wrong-secret-token"
     with pytest.raises(ConfigError) as refused:
-        poller(fabric, metrics.HealthState(), **overrides)
+        poller(fabric, HealthState(), **overrides)
     assert expected in str(refused.value) and "wrong-secret-token" not in str(refused.value)
 
 
 def test_run_starts_through_a_fabric_outage(fabric: FabricApiDouble) -> None:
     fabric.unavailable_status = 503
-    status = poller(fabric, metrics.HealthState())
+    status = poller(fabric, HealthState())
     assert status.database() is None
     status.stop()
 

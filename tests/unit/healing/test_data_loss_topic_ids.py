@@ -19,7 +19,9 @@ from connector.config import MirrorSettings
 from connector.healing.data_loss import LostRange, Partition, recreated_by_id
 from connector.healing.data_loss_healing import heal_data_loss, heal_in_batch, lost_in_batch
 from connector.healing.query_failure import SourceDataLost
-from connector.publish.ledger import BatchLedger, BatchSource, DataGap, LedgerState
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_format import state_from_json, state_to_json
+from connector.publish.ledger_state import BatchSource, DataGap, LedgerState
 from connector.publish.lifecycle import Phase
 from connector.storage.local import LocalStorage
 from tests.unit.healing.test_data_loss_healing import (
@@ -46,14 +48,14 @@ def with_ids(state: LedgerState, ids: dict[str, str] | None = None) -> LedgerSta
 def test_a_batch_records_its_topics_ids_with_its_offsets_and_they_survive_the_json_form() -> None:
     state = ledger_state().with_source(BatchSource(5, ('{"a": {"0": 3}}',), tuple(sorted(IDS.items()))))
     assert state.topic_ids == IDS
-    again = LedgerState.from_json(orjson.loads(orjson.dumps(state.to_json())))
+    again = state_from_json(orjson.loads(orjson.dumps(state_to_json(state))))
     assert again.topic_ids == IDS and again.sources == state.sources
 
 
 def test_a_ledger_written_without_ids_is_continued_and_records_them_from_its_next_batch() -> None:
-    old = ledger_state().to_json()
+    old = state_to_json(ledger_state())
     assert "topic_ids" not in old  # what the previous release wrote, and what this one writes without ids
-    state = LedgerState.from_json(old)
+    state = state_from_json(old)
     assert state.topic_ids == {}
     assert lost_in_batch(state, IDS, ()) == []  # nothing recorded, nothing judged
     assert state.with_source(BatchSource(5, ("{}",), (("t", "x"),))).topic_ids == {"t": "x"}

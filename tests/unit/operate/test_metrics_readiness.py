@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from connector.operate.metrics import HealthState, serve
+from connector.operate.health import HealthState
+from connector.operate.metrics_server import serve
 
 
 class Clock:

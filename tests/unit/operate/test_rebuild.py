@@ -17,7 +17,7 @@ from connector.commands.tables import rebuild_command, table_lines, tables_comma
 from connector.config import MirrorSettings, RebuildSettings, SchemaChangeSettings
 from connector.debezium_control.snapshot_signal import signal_target, signal_value
 from connector.operate.rebuild import RebuildError, TableRebuilder, pending_requests
-from connector.publish.ledger import TableState
+from connector.publish.ledger_state import TableState
 from connector.publish.lifecycle import Lifecycle, Phase
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
@@ -132,7 +132,7 @@ def test_without_a_readable_fabric_status_a_rebuild_waits_the_configured_delay(t
     rebuilder = TableRebuilder(
         landing, checkpoint, mirror, signal=signals, fabric_tables=Fabric(None), clock=lambda: now[0]
     )
-    from connector.publish.ledger import LedgerState
+    from connector.publish.ledger_state import LedgerState
 
     state = LedgerState(
         tables={

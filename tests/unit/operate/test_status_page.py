@@ -17,12 +17,13 @@ import pytest
 from connector.collect.poison import DeadLetter
 from connector.config import load_settings
 from connector.fabric.status_reader import FabricDatabaseStatus, FabricTableStatus
-from connector.operate import metrics, status_page
+from connector.operate import metrics_server, status_page
 from connector.operate.deadletter_folder import FolderDeadLetterWriter
+from connector.operate.health import HealthState
 from connector.operate.status_history import BatchSample, StatusHistory
 from connector.operate.status_model import StatusBoard, read_dead_letters
 from connector.operate.table_status import table_lines
-from connector.publish.ledger import LedgerState, TableState
+from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.lifecycle import Lifecycle, Phase
 from connector.storage import LocalStorage
 
@@ -157,10 +158,10 @@ def test_dead_letters_read_back_newest_first(tmp_path: Path) -> None:
 
 
 def test_the_server_routes_the_page_and_json_and_can_turn_them_off() -> None:
-    health = metrics.HealthState()
+    health = HealthState()
     health.set(True, "running")
-    server = metrics.serve(0, health, host="127.0.0.1")
-    off = metrics.serve(0, health, host="127.0.0.1", page=False)
+    server = metrics_server.serve(0, health, host="127.0.0.1")
+    off = metrics_server.serve(0, health, host="127.0.0.1", page=False)
     try:
         base = f"http://127.0.0.1:{server.server_port}"
         with urllib.request.urlopen(base + "/") as response:
@@ -180,8 +181,8 @@ def test_the_server_routes_the_page_and_json_and_can_turn_them_off() -> None:
 
 def test_an_idle_browser_connection_does_not_hold_up_probes() -> None:
     """Browsers open connections ahead of use; a one-thread server would wait on them and miss probes."""
-    health = metrics.HealthState()
-    server = metrics.serve(0, health, host="127.0.0.1")
+    health = HealthState()
+    server = metrics_server.serve(0, health, host="127.0.0.1")
     try:
         with socket.create_connection(("127.0.0.1", server.server_port)):  # opened, nothing sent
             with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/healthz", timeout=10) as response:

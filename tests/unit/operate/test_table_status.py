@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from connector.operate.table_status import table_lines
-from connector.publish.ledger import LedgerState, TableState
+from connector.publish.ledger_state import LedgerState, TableState
 
 
 def test_a_keyless_table_is_shown_without_a_key() -> None:

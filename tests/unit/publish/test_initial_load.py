@@ -166,7 +166,7 @@ def test_the_blocking_snapshot_a_keyless_rebuild_asked_for_is_no_new_snapshot() 
     from connector.collect.pieces import TablePiece, initial_load, piece_facts
     from connector.landing_zone.layout import TableRef
     from connector.publish.initial_load import check_initial_load, snapshot_read_in, snapshot_reset
-    from connector.publish.ledger import TableState
+    from connector.publish.ledger_state import TableState
 
     ops, snapshots = pa.array(["c", "r", "r"]), pa.array(["false", "first", "last"])
     facts = piece_facts(ops, pa.array([1, 2, 3], pa.int64()), pa.array([None] * 3, pa.string()))

@@ -21,7 +21,9 @@ from connector.healing.resume import resume_from_ledger
 from connector.kafka.spark_checkpoint import SparkCheckpoint
 from connector.kcat import kcat_line
 from connector.publish.batch_plan import BatchInput
-from connector.publish.ledger import SOURCE_HISTORY, BatchLedger, BatchSource, LedgerState, TableState
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_format import state_from_json, state_to_json
+from connector.publish.ledger_state import SOURCE_HISTORY, BatchSource, LedgerState, TableState
 from connector.publish.source_offsets import RECOVERY, check_batch, check_start, describe
 from connector.storage.local import LocalStorage
 from tests.support.landing import Landing
@@ -102,7 +104,7 @@ def test_history_is_bounded() -> None:
         state = state.with_source(BatchSource(batch_id, kafka(p0=batch_id)))
     assert len(state.sources) == SOURCE_HISTORY
     assert state.sources[0].batch_id == 20
-    assert LedgerState.from_json(orjson.loads(orjson.dumps(state.to_json()))) == state
+    assert state_from_json(orjson.loads(orjson.dumps(state_to_json(state)))) == state
 
 
 # -- at start, before Spark runs a batch -----------------------------------------------------------------

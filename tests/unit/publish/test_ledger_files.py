@@ -18,18 +18,9 @@ import pytest
 from typing_extensions import override
 
 from connector.errors import LandingZoneCorrupt
-from connector.publish.ledger import (
-    MAX_SEGMENTS,
-    SEGMENTS_FOLDER,
-    STATE_FILE,
-    BatchLedger,
-    BatchPlan,
-    BatchSource,
-    DataGap,
-    LedgerState,
-    PlannedFile,
-    TableState,
-)
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_format import MAX_SEGMENTS, SEGMENTS_FOLDER, STATE_FILE, state_from_json, state_to_json
+from connector.publish.ledger_state import BatchPlan, BatchSource, DataGap, LedgerState, PlannedFile, TableState
 from connector.publish.lifecycle import Lifecycle
 from connector.storage.local import LocalStorage
 
@@ -326,7 +317,7 @@ def v2_plan(state: LedgerState) -> bytes:
         "final": "public.schema/customers/00000000000000000006.parquet", "size": 10, "sha256": "00" * 32, "rows": 2,
         "marker_free": False,
     }  # fmt: skip
-    return orjson.dumps({"batch_id": 5, "files": [planned], "state": after.to_json(), "recreated": []})
+    return orjson.dumps({"batch_id": 5, "files": [planned], "state": state_to_json(after), "recreated": []})
 
 
 def test_a_format_2_ledger_and_its_pending_whole_state_plan_load_and_the_next_commit_migrates_them(
@@ -334,7 +325,7 @@ def test_a_format_2_ledger_and_its_pending_whole_state_plan_load_and_the_next_co
 ) -> None:
     (tmp_path / "ledger" / "plans").mkdir(parents=True)
     (tmp_path / STATE_FILE).write_bytes(V2_STATE)
-    written = LedgerState.from_json(orjson.loads(V2_STATE))
+    written = state_from_json(orjson.loads(V2_STATE))
     (tmp_path / "ledger" / "plans" / f"{5:020d}.json").write_bytes(v2_plan(written))
 
     ledger = BatchLedger(LocalStorage(str(tmp_path)))

@@ -10,7 +10,9 @@ import orjson
 import pytest
 
 from connector.config import MirrorSettings, TableSettings
-from connector.publish.ledger import BatchLedger, LedgerState, TableState
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_format import state_from_json
+from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.source_identity import (
     SOURCE_FILE,
     SourceClaim,
@@ -91,7 +93,7 @@ def test_a_claim_on_an_empty_landing_zone_can_be_made_again(tmp_path: Path) -> N
 
 
 def test_a_ledger_from_before_sources_were_recorded_shows_its_source_by_its_tables_topics(tmp_path: Path) -> None:
-    state = LedgerState.from_json(
+    state = state_from_json(
         {
             "version": 1,
             "last_committed_batch": 3,

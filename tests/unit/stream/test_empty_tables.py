@@ -9,7 +9,7 @@ import pytest
 
 from connector.config import ConnectorSettings
 from connector.debezium.catalogue_types import CatalogueColumn
-from connector.publish.ledger import LedgerState, TableState
+from connector.publish.ledger_state import LedgerState, TableState
 from connector.readback.source_catalogue import CatalogueTable
 from connector.stream.empty_tables import NOT_CONFIGURED, captured, captured_empty_tables, find_empty_tables
 
