@@ -10,9 +10,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "connector"
 MAX_LINES = 450
 
-# Over the limit while another helper of issue 53 moves it; remove its entry once it is split.
-PENDING = {"fabric/status.py"}
-
 
 def _module_lines() -> dict[str, int]:
     return {
@@ -24,13 +21,7 @@ def _module_lines() -> dict[str, int]:
 def test_no_module_is_longer_than_450_lines() -> None:
     lines = _module_lines()
     assert len(lines) > 100  # the walk sees the package
-    too_long = {name: n for name, n in sorted(lines.items()) if n > MAX_LINES and name not in PENDING}
+    too_long = {name: n for name, n in sorted(lines.items()) if n > MAX_LINES}
     listing = ", ".join(f"{name} ({n} lines)" for name, n in too_long.items())
     assert not too_long, f"split these along their concerns (at most {MAX_LINES} lines each): {listing}"
 
-
-def test_every_pending_module_still_exists_and_is_still_too_long() -> None:
-    """An entry of ``PENDING`` goes once its module is split, so the limit holds for it from then on."""
-    lines = _module_lines()
-    done = sorted(name for name in PENDING if lines.get(name, 0) <= MAX_LINES)
-    assert done == [], f"remove these from PENDING: they are at most {MAX_LINES} lines now (or gone): {done}"
