@@ -24,4 +24,3 @@ def test_no_module_is_longer_than_450_lines() -> None:
     too_long = {name: n for name, n in sorted(lines.items()) if n > MAX_LINES}
     listing = ", ".join(f"{name} ({n} lines)" for name, n in too_long.items())
     assert not too_long, f"split these along their concerns (at most {MAX_LINES} lines each): {listing}"
-
