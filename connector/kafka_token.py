@@ -19,14 +19,18 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
 from connector.errors import ConfigError
 from connector.secrets import has_secret_reference
-from connector.storage.credentials import StorageIdentity, build_credential, describe
 from connector.storage.identity import CredentialConfig
+
+if TYPE_CHECKING:
+    # azure-identity (0.2 s of imports) only where a token is asked for: every Python process Spark starts for the
+    # Kafka source imports this module, and most deployments never use Entra ID for Kafka.
+    from connector.storage.credentials import StorageIdentity
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +62,8 @@ class EntraAuth:
 
     def describe(self) -> str:
         """The identity and scope, safe to log: kind, tenant and client id (never a secret)."""
+        from connector.storage.credentials import describe
+
         return f"{describe(self.identity.kind, self.identity.tenant_id, self.identity.client_id)} for {self.scope}"
 
     def config_string(self) -> str:
@@ -125,6 +131,8 @@ class EntraTokenCallback:
         with self._lock:
             try:
                 if self._identity is None:
+                    from connector.storage.credentials import build_credential
+
                     self._identity = build_credential(self._auth.identity, self._environ, scope=self._auth.scope)
                 token = self._identity.credential.get_token(self._auth.scope)
             except Exception as exc:  # noqa: BLE001 - azure-identity raises many types; each becomes one line

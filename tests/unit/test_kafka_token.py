@@ -20,6 +20,7 @@ from connector.kafka_token import (
     token_failure,
     with_token_callback,
 )
+from connector.storage import credentials
 from connector.storage.identity import CredentialConfig
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.secret-token-body.signature"  # noqa: S105 - a fake token
@@ -88,7 +89,7 @@ def callback_with(monkeypatch: pytest.MonkeyPatch, credential: FakeCredential) -
     def build(config: CredentialConfig, environ: Any = None, *, scope: str) -> StorageIdentity:
         return StorageIdentity(credential, config.kind, config.kind)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(entra_token, "build_credential", build)
+    monkeypatch.setattr(credentials, "build_credential", build)  # imported where a token is first asked for
     identity = CredentialConfig(kind="managed_identity", client_id="mi-1")
     return EntraTokenCallback(EntraAuth(identity, "https://ns.servicebus.windows.net/.default"))
 
