@@ -32,10 +32,10 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from connector.config.audit import AuditSettings
+from connector.audit.settings import AuditSettings
+from connector.audit.status import TableAuditStatus, write_audit_status
 from connector.landing_zone.layout import TableRef, parse_data_file_name
 from connector.operate import metrics
-from connector.operate.audit_status import TableAuditStatus, write_audit_status
 from connector.readback.chunk_compare import Key
 from connector.readback.database_postgres import PostgresReader, _normalise, compare_rows
 from connector.readback.database_reader import Row

@@ -2,7 +2,7 @@
 
 Both read the ledger in the checkpoint folder without taking the writer fence, so they work beside the
 running connector: ``rebuild`` only leaves a request there, which the connector holding the fence
-carries out (``connector.operate.rebuild``).
+carries out (``connector.publish.rebuild``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any
 
 import orjson
 
+from connector.audit.status import read_audit_status
 from connector.errors import ConfigError
-from connector.operate.audit_status import read_audit_status
 from connector.operate.job_status import read_job_status
-from connector.operate.rebuild import request_rebuild
 from connector.operate.table_status import TableLine, table_lines, table_state_word
 from connector.publish.ledger import STATE_FILE, BatchLedger
 from connector.publish.lifecycle import Phase
+from connector.publish.rebuild import request_rebuild
 from connector.storage.base import Storage
 
 __all__ = ["TableLine", "rebuild_command", "table_lines", "table_state_word", "tables_command"]

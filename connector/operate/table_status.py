@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from connector.operate.audit_status import TableAuditStatus
+from connector.audit.status import TableAuditStatus
 from connector.publish.ledger import LedgerState, TableState
 from connector.publish.lifecycle import Phase, SnapshotState
 

@@ -1,7 +1,7 @@
 """A table's lifecycle: the one state machine that says whether a table publishes, waits, or is being healed.
 
 Every decision about a whole table goes through here: a stop (a poison event, a type change, a truncate), a
-rebuild (delete the folder, wait for Fabric, re-snapshot it; ``connector.operate.rebuild`` runs the steps), and a
+rebuild (delete the folder, wait for Fabric, re-snapshot it; ``connector.publish.rebuild`` runs the steps), and a
 refresh (re-snapshot it without deleting the folder, for a column whose existing rows changed without an event).
 The ledger persists it per table (``TableState.lifecycle``), so a crash at any instant resumes where it stood.
 

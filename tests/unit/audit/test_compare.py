@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 
 from connector.audit.compare import AuditRound, AuditTarget, TableAudit, missing_files, repair
-from connector.config.audit import AuditSettings
+from connector.audit.settings import AuditSettings
+from connector.audit.status import read_audit_status
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
-from connector.operate.audit_status import read_audit_status
 from connector.storage.local import LocalStorage
 
 REF = TableRef("public", "items")

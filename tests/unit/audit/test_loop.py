@@ -16,15 +16,15 @@ import pytest
 
 from connector.audit.compare import AuditFinding, AuditRound, AuditTarget, TableAudit, TableWithdrawn
 from connector.audit.loop import AuditLoop, SinkRepairs, audit_targets, pause_after
+from connector.audit.settings import AuditSettings
+from connector.audit.status import read_audit_status
 from connector.config import ConnectorSettings, MirrorSettings, RebuildSettings, load_settings
-from connector.config.audit import AuditSettings
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
-from connector.operate.audit_status import read_audit_status
-from connector.operate.rebuild import request_rebuild
 from connector.publish.batch_plan import BatchInput
 from connector.publish.ledger import TableState
 from connector.publish.lifecycle import Phase, SnapshotNotice
+from connector.publish.rebuild import request_rebuild
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from connector.storage.location import StorageLocation

@@ -16,9 +16,9 @@ import pytest
 
 from connector.collect.poison import DeadLetter
 from connector.config import load_settings
+from connector.deadletter.folder import FolderDeadLetterWriter
 from connector.fabric.status import FabricDatabaseStatus, FabricTableStatus
 from connector.operate import metrics, status_page
-from connector.operate.deadletter_folder import FolderDeadLetterWriter
 from connector.operate.status_history import BatchSample, StatusHistory
 from connector.operate.status_model import StatusBoard, read_dead_letters
 from connector.operate.table_status import table_lines

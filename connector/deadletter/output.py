@@ -7,10 +7,10 @@ from pathlib import Path
 
 from connector.collect.poison import dead_letter_in_use
 from connector.config import ConnectorSettings
+from connector.deadletter.folder import FolderDeadLetterWriter
+from connector.deadletter.kafka import KafkaDeadLetterWriter, producer_config
+from connector.deadletter.writer import DEFAULT_FOLDER, DeadLetterWriter
 from connector.errors import ConfigError
-from connector.operate.deadletter import DEFAULT_FOLDER, DeadLetterWriter
-from connector.operate.deadletter_folder import FolderDeadLetterWriter
-from connector.operate.deadletter_kafka import KafkaDeadLetterWriter, producer_config
 from connector.storage.errors import InvalidStorageURL
 from connector.storage.location import StorageLocation, as_location
 
