@@ -43,7 +43,6 @@ from connector.publish.batch_plan import BatchInput, BatchPlanner, retried_folde
 from connector.publish.batch_result import BatchResult
 from connector.publish.empty_tables import EmptyTable
 from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, LedgerState
-from connector.publish.lifecycle import Phase
 from connector.publish.publisher import highest_number, publish_and_commit, remove_leftovers, table_folders
 from connector.publish.rebuild import FabricTables, SnapshotSignal, TableRebuilder, requested_tables
 from connector.publish.source_offsets import check_batch
@@ -208,7 +207,7 @@ class MirrorSink:
     def stopped_tables(self) -> dict[str, str]:
         """Tables stopped (committed) and not being rebuilt, with the reason."""
         tables = self._ledger.state.tables.items()
-        return {tid: t.lifecycle.reason or "" for tid, t in tables if t.lifecycle.phase is Phase.STOPPED}
+        return {tid: t.lifecycle.reason or "" for tid, t in tables if t.lifecycle.stopped}
 
     @property
     def rebuilding_tables(self) -> dict[str, str]:
@@ -229,8 +228,7 @@ class MirrorSink:
         for state in (unpublished.state if unpublished is not None else None, self._ledger.state):
             table = state.tables.get(table_id) if state is not None else None
             if table is not None and not table.lifecycle.steady:
-                track = table.lifecycle.snapshot
-                return table.lifecycle.phase.value + (f", snapshot {track.state.value}" if track is not None else "")
+                return table.lifecycle.progress
         return None
 
     def advance_rebuilds(self, batch_id: int | None = None) -> bool:

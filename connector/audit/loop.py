@@ -29,7 +29,6 @@ from connector.audit.signal import KeyedSnapshotSignal
 from connector.config import ConnectorSettings
 from connector.errors import ConfigError
 from connector.publish.ledger import LedgerState, TableState
-from connector.publish.lifecycle import Phase
 from connector.publish.rebuild import request_rebuild
 from connector.readback.chunk_compare import Key
 from connector.readback.database_postgres import PostgresReader
@@ -194,7 +193,7 @@ class AuditLoop:
         for tid, table in sorted(state.tables.items()):
             if tid in chosen or (self._audit.tables and tid not in self._audit.tables):
                 continue
-            if table.lifecycle.phase is not Phase.STOPPED:
+            if not table.lifecycle.stopped:
                 left_out(tid, self._sink.healing(tid))
 
     def _settle_for(self, reader: PostgresReader, target: AuditTarget) -> Settle:

@@ -19,7 +19,6 @@ from connector.errors import ConfigError
 from connector.operate.job_status import read_job_status
 from connector.operate.table_status import TableLine, table_lines, table_state_word
 from connector.publish.ledger import STATE_FILE, BatchLedger
-from connector.publish.lifecycle import Phase
 from connector.publish.rebuild import request_rebuild
 from connector.storage.base import Storage
 
@@ -73,7 +72,7 @@ def rebuild_command(
         table = BatchLedger(checkpoint).state.tables.get(table_id)
         lifecycle = table.lifecycle if table is not None else None
         # Asked for (untracked), or already completed (tracked: the table runs again).
-        asked = lifecycle is not None and lifecycle.phase in (Phase.SNAPSHOT_REQUESTED, Phase.RUNNING)
+        asked = lifecycle is not None and not lifecycle.skips_events and not lifecycle.awaits_rebuilder
         if asked and lifecycle is not None and lifecycle.request == request.id:
             print(f"{table_id}: folder recreated, Debezium snapshot requested")
             return 0

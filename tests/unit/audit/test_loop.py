@@ -1,7 +1,7 @@
 """The audit never judges a table being rebuilt or refreshed (issue 55), and rounds never run back to back.
 
 A real ``MirrorSink`` over local folders holds the ledger, the rebuild requests and the rebuilder; ``Debezium`` below
-stands in for the signal channel and its notifications (as in ``tests/unit/operate/test_rebuild_snapshot_tracking``);
+stands in for the signal channel and its notifications (as in ``tests/unit/publish/test_rebuild_snapshot_tracking``);
 ``Source`` and ``Mirror`` stand in for Postgres and Fabric's Delta table, with hooks that act while the audit reads.
 """
 
