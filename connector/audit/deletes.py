@@ -1,8 +1,8 @@
 """Delete rows the continuous audit asks for: keys Fabric holds that the source no longer has.
 
 They are published like any change: as a slice of the next batch (``MirrorSink.queue_deletes``), ahead of its Kafka
-records, numbered and committed with it, so the ledger and the files' continuity stay the sink's. A delete row
-carries the table's key columns (invariant 5) and NULL elsewhere, in the table's established column types.
+records, numbered and committed with it, so the ledger and the files' continuity stay the sink's. A delete row carries
+the table's key columns (invariant 5, docs/guarantees.md) and NULL elsewhere, in the table's established column types.
 """
 
 from __future__ import annotations

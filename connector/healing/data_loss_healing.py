@@ -1,7 +1,7 @@
 """When Kafka no longer holds what the mirror needs: rebuild exactly the tables it carried, read on past the gap.
 
-Design invariant 12. At ``run``'s start, before Spark's query starts, the next offset the mirror expects per
-partition is compared with what the brokers hold (``connector.healing.data_loss``). Each gap found is mapped to the
+Invariant 12 (docs/guarantees.md). At ``run``'s start, before Spark's query starts, the next offset the mirror expects
+per partition is compared with what the brokers hold (``connector.healing.data_loss``). Each gap found is mapped to the
 table its topic carries, and then, with ``mirror.on_data_lost: rebuild`` (the default):
 
 1. one ledger commit records every gap (``DataGap``) and begins each affected table's rebuild (``Lifecycle``:
