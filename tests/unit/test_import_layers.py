@@ -152,7 +152,7 @@ def test_a_package_face_imports_nothing_above_a_module_it_lends_below() -> None:
 
 
 def _runtime_graph() -> dict[str, set[str]]:
-    """``_graph`` with the faces Python runs: importing ``connector.config.base`` runs ``connector/config/__init__``."""
+    """``_graph`` with the faces Python runs: importing ``connector.config.mirror`` runs ``config/__init__``."""
     graph = _graph()
     for module, targets in graph.items():
         for target in list(targets):
