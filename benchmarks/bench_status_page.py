@@ -21,8 +21,8 @@ import orjson
 from benchmarks.cpu import cpu_model
 from connector.collect.poison import DeadLetter
 from connector.config import load_settings
+from connector.deadletter.folder import FolderDeadLetterWriter
 from connector.fabric.status_reader import FabricDatabaseStatus, FabricTableStatus
-from connector.operate.deadletter_folder import FolderDeadLetterWriter
 from connector.operate.status_history import BatchSample, StatusHistory
 from connector.operate.status_model import StatusBoard
 from connector.operate.status_page import render_page

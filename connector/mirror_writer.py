@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from connector.config import ConnectorSettings
-from connector.operate.deadletter_output import open_dead_letter_writer
-from connector.operate.rebuild import FabricTables, SnapshotSignal
+from connector.deadletter.output import open_dead_letter_writer
 from connector.publish.fence import WriterFence
 from connector.publish.ledger import BatchLedger
+from connector.publish.rebuild import FabricTables, SnapshotSignal
 from connector.sink import MirrorSink
 from connector.storage.base import Storage
 from connector.storage.location import StorageLocation

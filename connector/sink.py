@@ -8,17 +8,20 @@ others.
 This module only orders the steps of a batch (``MirrorSink.steps``, written once); each role is another module's:
 
 - collect (decode and mark, per slice): ``collect.slice`` (``lane``, ``record_path``), ``marking`` (TOAST);
-- order (a table's pieces joined): ``table_rows``; poison records out: ``deadletter``;
+- order (a table's pieces joined): ``table_rows``; the source admitted: ``source_identity``; poison records out:
+  ``connector.deadletter``;
 - plan and number: ``batch_plan`` (with ``table_plan``, ``numbering``) and ``ledger`` (plans, commits, TOAST
   snapshots);
 - encode and stage: ``staging`` (with ``encoding`` and ``metadata``);
-- publish and crash recovery: ``publisher``; stopped tables and rebuilds: ``rebuild``;
+- publish and crash recovery: ``publisher``; stopped tables and rebuilds: ``rebuild``, beside ``lifecycle``;
 - store: the ``Storage`` given for the landing zone and the checkpoint.
+
+The steps call down into those modules and never back into this one: the walk of a batch enters here once.
 """
 
 from __future__ import annotations
 
-import itertools
+import functools
 import logging
 import threading
 import time
@@ -28,21 +31,21 @@ from types import TracebackType
 
 import pyarrow as pa
 
+from connector.audit.deletes import delete_slice
 from connector.collect.pieces import CollectContext, Collected
-from connector.collect.poison import DeadLetter, dead_letter_in_use
+from connector.collect.poison import dead_letter_in_use
 from connector.collect.staging import stage_slice
 from connector.config import MirrorSettings, SourceSettings
+from connector.deadletter.writer import DeadLetterWriter, send_dead_letters
 from connector.errors import ConfigError
 from connector.events import KafkaRecord
-from connector.operate.deadletter import DeadLetterWriter
-from connector.operate.rebuild import FabricTables, SnapshotSignal, TableRebuilder, requested_tables
-from connector.publish.audit_deletes import delete_slice
 from connector.publish.batch_plan import BatchInput, BatchPlanner, retried_folders
 from connector.publish.batch_result import BatchResult
 from connector.publish.empty_tables import EmptyTable
-from connector.publish.ledger import BatchLedger, BatchPlan, BatchSource, LedgerState
-from connector.publish.lifecycle import Phase
-from connector.publish.publisher import highest_number, publish_plan, remove_leftovers, table_folders
+from connector.publish.ledger import BatchLedger
+from connector.publish.ledger_state import BatchPlan, BatchSource, LedgerState
+from connector.publish.publisher import highest_number, publish_and_commit, remove_leftovers, table_folders
+from connector.publish.rebuild import FabricTables, SnapshotSignal, TableRebuilder, requested_tables
 from connector.publish.source_offsets import check_batch
 from connector.publish.table_rows import merge_slices
 from connector.storage.base import Storage
@@ -173,7 +176,6 @@ class MirrorSink:
         self._ledger = BatchLedger(checkpoint)
         self._plans = BatchPlanner(landing, mirror, self._ledger)
         self._recovered = False
-        self._schemas: dict[str, pa.Schema] = {}
         self._source: BatchSource | None = None
         self._rebuilder = TableRebuilder(
             landing, checkpoint, mirror, signal=snapshot_signal, fabric_tables=fabric_tables
@@ -206,7 +208,7 @@ class MirrorSink:
     def stopped_tables(self) -> dict[str, str]:
         """Tables stopped (committed) and not being rebuilt, with the reason."""
         tables = self._ledger.state.tables.items()
-        return {tid: t.lifecycle.reason or "" for tid, t in tables if t.lifecycle.phase is Phase.STOPPED}
+        return {tid: t.lifecycle.reason or "" for tid, t in tables if t.lifecycle.stopped}
 
     @property
     def rebuilding_tables(self) -> dict[str, str]:
@@ -227,8 +229,7 @@ class MirrorSink:
         for state in (unpublished.state if unpublished is not None else None, self._ledger.state):
             table = state.tables.get(table_id) if state is not None else None
             if table is not None and not table.lifecycle.steady:
-                track = table.lifecycle.snapshot
-                return table.lifecycle.phase.value + (f", snapshot {track.state.value}" if track is not None else "")
+                return table.lifecycle.progress
         return None
 
     def advance_rebuilds(self, batch_id: int | None = None) -> bool:
@@ -277,7 +278,7 @@ class MirrorSink:
         self._plans.empty_tables = list(tables)
 
     def with_audit_deletes(self, batch_id: int, given: BatchInput) -> BatchInput:
-        """``given`` with the queued deletes as a first slice, staged here (``connector.publish.audit_deletes``)."""
+        """``given`` with the queued deletes as a first slice, staged here (``connector.audit.deletes``)."""
         if not self._audit_deletes:
             return given
         deletes, self._audit_deletes = self._audit_deletes, {}
@@ -290,7 +291,7 @@ class MirrorSink:
         completed = 0
         for plan in self._ledger.pending_plans():
             log.warning("completing batch %d interrupted before its commit (%d files)", plan.batch_id, len(plan.files))
-            self._publish(plan, BatchResult(plan.batch_id))
+            publish_and_commit(self.landing, self._ledger, plan, self.mirror, BatchResult(plan.batch_id))
             completed += 1
         remove_leftovers(self.landing, self._ledger.state)
         self._recovered = True
@@ -349,23 +350,7 @@ class MirrorSink:
         # A plan being published behind (``finish`` on another thread) is what the next batch follows.
         unpublished = self._unpublished
         state = unpublished.state if unpublished is not None else self._ledger.state
-        established = {}
-        for tid, table in state.tables.items():
-            if table.schema is not None:
-                cached = self._schemas.get(table.schema)
-                if cached is None:
-                    cached = self._schemas[table.schema] = table.arrow_schema()
-                established[tid] = cached
-        return CollectContext(
-            mirror=self.mirror,
-            source=self.source,
-            established=established,
-            key_columns={tid: t.key_columns for tid, t in state.tables.items() if t.key_columns},
-            stopped=frozenset(tid for tid, t in state.tables.items() if t.lifecycle.skips_events),
-            upsert_tables=frozenset(tid for tid, t in state.tables.items() if t.lifecycle.upserts),
-            defer_keep_last=defer_keep_last,
-            incremental=frozenset(tid for tid, t in state.tables.items() if t.incremental),
-        )
+        return self._plans.collect_context(state, self.source, defer_keep_last=defer_keep_last)
 
     def process_batch(self, batch_id: int, records: Iterable[KafkaRecord]) -> BatchResult:
         """Collect and publish one batch here, in this process. Re-running a committed batch id publishes nothing."""
@@ -386,15 +371,17 @@ class MirrorSink:
         another thread once the next batch was collected. A failure at any step is undone by the ``SinkBatch``.
         """
         # 1. Collect here what the executors did not: the records given here, those slices deferred (keep-last).
-        slices = self._plans.collect_here(batch_id, given, lambda: self.collect_context(defer_keep_last=False))
+        state = self._unpublished.state if self._unpublished is not None else self._ledger.state
+        context = functools.partial(self._plans.collect_context, state, self.source, defer_keep_last=False)
+        slices = self._plans.collect_here(batch_id, given, context)
         slices = self._plans.with_empty_tables(batch_id, slices)  # captured tables no event announced yet
         # 2. Join each table's pieces in Kafka order.
         merged = merge_slices(slices, result)
         # 3. A topic of another source, or one landing in another topic's folder, fails the batch here, before any
         #    of it (dead letters included) goes out.
-        self.admit_source(merged.topics.values())
+        self._plans.source_claim.admit(merged.topics.values())
         # 4. Poison records go out before any file of the batch is published.
-        self._dead_letter(batch_id, slices, result)
+        send_dead_letters(self.dead_letters, batch_id, slices, result)
         # 5. Number every table's files: the plan, with the ledger state after it.
         plan = self._plans.plan(batch_id, merged, result, self._source)
         if plan.files:
@@ -403,7 +390,7 @@ class MirrorSink:
             self._unpublished = plan
             yield
             # 7. Publish, then commit: the batch is done (a crash in between redoes the publish).
-            self._publish(plan, result)
+            publish_and_commit(self.landing, self._ledger, plan, self.mirror, result)
             self._unpublished = None
         else:
             # 6-7. Nothing to publish: the state after the batch is committed at once.
@@ -421,25 +408,3 @@ class MirrorSink:
         self._unpublished = None
         self._plans.rollback()
         self._recovered = False
-
-    def _dead_letter(self, batch_id: int, slices: Sequence[Collected], result: BatchResult) -> None:
-        """Poison records go out before any file of the batch is published (a replay writes them again)."""
-        letters = sorted(itertools.chain.from_iterable(s.poison for s in slices), key=DeadLetter.sort_key)
-        if not letters:
-            return
-        assert self.dead_letters is not None  # noqa: S101 - the constructor requires it for dead-letter tables
-        self.dead_letters.write(batch_id, letters)
-        for letter in letters:
-            result.dead_letters[letter.table] = result.dead_letters.get(letter.table, 0) + 1
-            log.warning(
-                "dead letter: table %s %s went to %s: %s",
-                letter.table,
-                letter.position,
-                self.dead_letters.location,
-                letter.error,
-            )
-
-    def _publish(self, plan: BatchPlan, result: BatchResult) -> None:
-        """Publish a written plan, then commit it (a crash in between redoes the publish)."""
-        published = publish_plan(self.landing, plan, self.mirror, result, workers=self.mirror.publish_parallelism)
-        self._ledger.commit(replace(plan, state=published))

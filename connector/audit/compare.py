@@ -34,21 +34,18 @@ import pyarrow as pa
 
 from connector.audit.finding import (
     AuditFinding,
+    AuditTarget,
     TableWithdrawn,
     Withdrawn,
     never_withdrawn,
     unique_keys,
 )
-
-# ``as``: importable from here (mypy's explicit re-export) for connector.audit.loop, another helper's file in issue 53;
-# a plain import once it imports AuditTarget from audit.finding.
-from connector.audit.finding import AuditTarget as AuditTarget
 from connector.audit.landing_gap import missing_files
 from connector.audit.repair import Repairs, repair
-from connector.config.audit import AuditSettings
+from connector.audit.settings import AuditSettings
+from connector.audit.status import TableAuditStatus, write_audit_status
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
-from connector.operate.audit_status import TableAuditStatus, write_audit_status
 from connector.readback.chunk_compare import Key
 from connector.readback.database_postgres import PostgresReader, _normalise, compare_rows
 from connector.readback.database_reader import Row

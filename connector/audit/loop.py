@@ -3,7 +3,7 @@
 Each round compares the audited tables with Fabric's Delta tables (``connector.audit.compare``) and repairs what
 differs through the running stream: delete rows go out with the sink's next batch (``MirrorSink.queue_deletes``),
 re-reads through Debezium's signal channel (``connector.audit.signal``), rebuilds as requests the sink takes
-(``connector.operate.rebuild.request_rebuild``). The lag gate waits until the sink has committed every record the
+(``connector.publish.rebuild.request_rebuild``). The lag gate waits until the sink has committed every record the
 table's topic held once Debezium had the source position, then until Fabric took the files published by then.
 
 A table whose rebuild or refresh is requested or under way (``MirrorSink.healing``) is left out at its turn and as
@@ -22,15 +22,15 @@ from typing import Any
 
 import orjson
 
-from connector.audit.compare import AuditRound, AuditTarget, TableAudit, left_out
+from connector.audit.compare import AuditRound, TableAudit, left_out
+from connector.audit.deletes import table_ref
+from connector.audit.finding import AuditTarget
+from connector.audit.settings import AuditSettings
 from connector.audit.signal import KeyedSnapshotSignal
 from connector.config import ConnectorSettings
-from connector.config.audit import AuditSettings
 from connector.errors import ConfigError
-from connector.operate.rebuild import request_rebuild
-from connector.publish.audit_deletes import table_ref
-from connector.publish.ledger import LedgerState, TableState
-from connector.publish.lifecycle import Phase
+from connector.publish.ledger_state import LedgerState, TableState
+from connector.publish.rebuild import request_rebuild
 from connector.readback.chunk_compare import Key
 from connector.readback.database_postgres import PostgresReader
 from connector.readback.mirror_compare import Settle, fabric_settle
@@ -56,7 +56,7 @@ def mirrored_tables(audit: AuditSettings, landing: StorageLocation) -> MirroredT
     if audit.tables_path:
         return MirroredTables(audit.tables_path, landing.identity)
     try:
-        return MirroredTables(tables_url(landing.url), landing.identity)
+        return MirroredTables(tables_url(landing), landing.identity)
     except ConfigError:
         msg = f"mirror.audit needs tables_path: {landing.url} is no mirrored database's landing zone"
         raise ConfigError(msg) from None
@@ -194,7 +194,7 @@ class AuditLoop:
         for tid, table in sorted(state.tables.items()):
             if tid in chosen or (self._audit.tables and tid not in self._audit.tables):
                 continue
-            if table.lifecycle.phase is not Phase.STOPPED:
+            if not table.lifecycle.stopped:
                 left_out(tid, self._sink.healing(tid))
 
     def _settle_for(self, reader: PostgresReader, target: AuditTarget) -> Settle:

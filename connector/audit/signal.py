@@ -22,7 +22,7 @@ import orjson
 
 from connector.config import RebuildSettings, SourceSettings
 from connector.debezium_control.snapshot_signal import DELIVERY_TIMEOUT_S, signal_producer_config, signal_target
-from connector.operate.rebuild import RebuildError
+from connector.publish.rebuild import RebuildError
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Poison records: the raw record kept with why it was rejected, and which topics send them to dead letters.
 
 Collecting (on the executors or the driver) makes a ``DeadLetter`` of a record it cannot decode when the
-topic's poison policy is ``dead-letter``; the driver hands them to a writer (``connector.operate.deadletter``)
+topic's poison policy is ``dead-letter``; the driver hands them to a writer (``connector.deadletter.writer``)
 before it publishes the batch.
 """
 

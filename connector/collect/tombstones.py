@@ -10,10 +10,10 @@ written as the key's delete row. Writing it when the delete was in an earlier sl
 (the landing-zone format's ``__rowMarker__`` table), and it sits at the tombstone's place in Kafka order, so
 the key's later rows still follow it.
 
-A delete row carries every key column with its type (invariant 5), so a tombstone is written only when the
-table's key columns are all in the Kafka key and their types are known (the key's own schema, the slice's
-events or the table's established schema); otherwise it is counted as ``tombstone_unwritable`` and logged
-with its position, never dropped silently.
+A delete row carries every key column with its type (invariant 5, docs/guarantees.md), so a tombstone is written only
+when the table's key columns are all in the Kafka key and their types are known (the key's own schema, the slice's
+events or the table's established schema); otherwise it is counted as ``tombstone_unwritable`` and logged with its
+position, never dropped silently.
 """
 
 from __future__ import annotations

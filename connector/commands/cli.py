@@ -235,7 +235,7 @@ def _mirrored_tables(args: argparse.Namespace, location: StorageLocation) -> Mir
     if args.landing_zone:
         return None
     try:
-        return MirroredTables(tables_url(location.url), location.identity)
+        return MirroredTables(tables_url(location), location.identity)
     except ConfigError:
         return None
 

@@ -2,7 +2,7 @@
 
 Both read the ledger in the checkpoint folder without taking the writer fence, so they work beside the
 running connector: ``rebuild`` only leaves a request there, which the connector holding the fence
-carries out (``connector.operate.rebuild``).
+carries out (``connector.publish.rebuild``).
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ from typing import Any
 
 import orjson
 
+from connector.audit.status import read_audit_status
 from connector.errors import ConfigError
-from connector.operate.audit_status import read_audit_status
 from connector.operate.job_status import read_job_status
-from connector.operate.rebuild import request_rebuild
 from connector.operate.table_status import TableLine, table_lines, table_state_word
 from connector.publish.ledger import BatchLedger
 from connector.publish.ledger_format import STATE_FILE
-from connector.publish.lifecycle import Phase
+from connector.publish.rebuild import request_rebuild
 from connector.storage.base import Storage
 
 __all__ = ["TableLine", "rebuild_command", "table_lines", "table_state_word", "tables_command"]
@@ -74,7 +73,7 @@ def rebuild_command(
         table = BatchLedger(checkpoint).state.tables.get(table_id)
         lifecycle = table.lifecycle if table is not None else None
         # Asked for (untracked), or already completed (tracked: the table runs again).
-        asked = lifecycle is not None and lifecycle.phase in (Phase.SNAPSHOT_REQUESTED, Phase.RUNNING)
+        asked = lifecycle is not None and not lifecycle.skips_events and not lifecycle.awaits_rebuilder
         if asked and lifecycle is not None and lifecycle.request == request.id:
             print(f"{table_id}: folder recreated, Debezium snapshot requested")
             return 0

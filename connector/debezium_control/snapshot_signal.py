@@ -26,9 +26,9 @@ import orjson
 from connector.config import RebuildSettings, SourceSettings
 from connector.debezium_control.snapshot_notifications import NotificationReader
 from connector.kafka_client import client_config
-from connector.operate.rebuild import RebuildError
 from connector.publish.ledger_state import TableState
 from connector.publish.lifecycle import SnapshotNotice
+from connector.publish.rebuild import RebuildError
 
 log = logging.getLogger(__name__)
 

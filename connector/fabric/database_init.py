@@ -417,7 +417,7 @@ def fabric_api_for(settings: ConnectorSettings, *, max_wait_s: float, progress: 
 
 
 def _partner_events(storage: Storage, request: InitRequest, url: str) -> None:
-    from connector.publish.metadata import ensure_partner_events
+    from connector.landing_zone.metadata import ensure_partner_events
 
     try:
         ensure_partner_events(storage, request.partner_name, request.source_type, request.source_version)

@@ -1,10 +1,10 @@
 """Which Kafka records the mirror still needs are gone: the offsets to heal, found before Spark trips over them.
 
-Spark's Kafka source (``failOnDataLoss`` on) fails the whole query when a partition no longer holds the next
-offset its checkpoint reads, and names one partition in a JVM exception. To heal only the tables whose
-partitions lost records (design invariant 12), the job needs every such partition, the exact offsets lost and
-where reading can go on, before the query starts. This module compares the next offset the mirror expects per
-partition (the end offsets of the last committed batch) with what the brokers hold now:
+Spark's Kafka source (``failOnDataLoss`` on) fails the whole query when a partition no longer holds the next offset its
+checkpoint reads, and names one partition in a JVM exception. To heal only the tables whose partitions lost records
+(invariant 12, docs/guarantees.md), the job needs every such partition, the exact offsets lost and where reading can go
+on, before the query starts. This module compares the next offset the mirror expects per partition (the end offsets of
+the last committed batch) with what the brokers hold now:
 
 * ``retention``: the partition's log start offset is past the expected offset (records aged out by
   ``retention.ms``/``retention.bytes``, or removed with ``DeleteRecords``): offsets ``[expected, log_start - 1]``

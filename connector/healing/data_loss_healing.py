@@ -1,11 +1,11 @@
 """When Kafka no longer holds what the mirror needs: rebuild exactly the tables it carried, read on past the gap.
 
-Design invariant 12. At ``run``'s start, before Spark's query starts, the next offset the mirror expects per
-partition is compared with what the brokers hold (``connector.healing.data_loss``). Each gap found is mapped to the
+Invariant 12 (docs/guarantees.md). At ``run``'s start, before Spark's query starts, the next offset the mirror expects
+per partition is compared with what the brokers hold (``connector.healing.data_loss``). Each gap found is mapped to the
 table its topic carries, and then, with ``mirror.on_data_lost: rebuild`` (the default):
 
 1. one ledger commit records every gap (``DataGap``) and begins each affected table's rebuild (``Lifecycle``:
-   delete the folder, wait for Fabric, ask Debezium for an incremental snapshot, ``connector.operate.rebuild``);
+   delete the folder, wait for Fabric, ask Debezium for an incremental snapshot, ``connector.publish.rebuild``);
 2. only then is Spark moved past the gap: its checkpoint is set aside and the new one starts from the ledger's
    end offsets, with each lost partition's offset moved to where its log now starts (``resume_from_ledger``).
 

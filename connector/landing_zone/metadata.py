@@ -2,7 +2,9 @@
 
 Key names and their spellings, documented defaults, the delimited-text properties and data types; how the writer
 builds them, how the mirroring service reads them (``effective_metadata``) and how a replay reads them leniently
-(``parse_table_metadata``).
+(``parse_table_metadata``). The root's ``_partnerEvents.json`` is also written here
+(``ensure_partner_events``), for the table planner and for ``init`` alike: an existing one is kept as it is, so
+writing it needs nothing above the landing zone's contract.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+import orjson
 import pyarrow as pa
 
 from connector.errors import ConnectorError
+from connector.landing_zone.layout import PARTNER_EVENTS_FILE
+from connector.storage.base import Storage
 
 # -- _metadata.json: key names, defaults and the one rule for each ------------------------------------------
 # The seed spells key names in two cases (``keyColumns`` and, in its delimited-text example, ``KeyColumns``).
@@ -148,6 +153,20 @@ def partner_events(partner_name: str, source_type: str, source_version: str | No
     if source_version:
         info["sourceVersion"] = source_version
     return {"partnerName": partner_name, "sourceInfo": info}
+
+
+def ensure_partner_events(storage: Storage, partner_name: str, source_type: str, source_version: str | None) -> None:
+    """Write ``_partnerEvents.json`` at the root if absent (an existing one is left as it is).
+
+    Looked for first: on OneLake a create that finds the file costs six round trips, an existence check one.
+    """
+    if storage.exists(PARTNER_EVENTS_FILE):
+        return
+    content = partner_events(partner_name, source_type, source_version)
+    try:
+        storage.create(PARTNER_EVENTS_FILE, orjson.dumps(content, option=orjson.OPT_INDENT_2))
+    except FileExistsError:
+        return
 
 
 _FILE_FORMAT = FILE_FORMAT.lower()

@@ -1,1 +1,1 @@
-"""Beside the flow: rebuilds, dead letters, source-settings checks, Fabric status, health and metrics."""
+"""Beside the flow: source-settings checks, Fabric status, health and metrics, the status page and ``tables``."""

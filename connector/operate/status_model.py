@@ -19,8 +19,8 @@ from typing import Any, Protocol
 import orjson
 
 from connector.config import ConnectorSettings
+from connector.deadletter.writer import DEFAULT_FOLDER
 from connector.fabric.status_reader import FabricDatabaseStatus, FabricTableStatus
-from connector.operate.deadletter import DEFAULT_FOLDER
 from connector.operate.debezium_status import DebeziumConnectorStatus
 from connector.operate.status_history import StatusHistory
 from connector.operate.table_status import TableLine, iso_time, table_lines

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from connector.operate.audit_status import TableAuditStatus
+from connector.audit.status import TableAuditStatus
 from connector.publish.ledger_state import LedgerState, TableState
-from connector.publish.lifecycle import Phase, SnapshotState
+from connector.publish.lifecycle import SnapshotState
 
 
 @dataclass(frozen=True)
@@ -105,13 +105,13 @@ def table_lines(
 def table_reason(table: TableState) -> str | None:
     """Why the table stands where it does; for a re-read table, when and why it was re-read."""
     lifecycle = table.lifecycle
-    if lifecycle.phase is Phase.SNAPSHOT_REQUESTED or (lifecycle.phase is Phase.RUNNING and lifecycle.snapshot):
+    if lifecycle.re_read:
         # A refresh re-reads the table into its folder; a rebuild recreated the folder first.
         done = "refreshed" if lifecycle.refreshed else "rebuilt"
         if lifecycle.awaits_snapshot:
             done = f"{'refresh' if lifecycle.refreshed else 'rebuild'} snapshot asked for"
         return f"{done} {iso_time(lifecycle.since)} (was: {lifecycle.reason})"
-    return lifecycle.reason if lifecycle.phase is not Phase.RUNNING else None
+    return lifecycle.reason if lifecycle.skips_events or lifecycle.awaits_rebuilder else None
 
 
 def snapshot_progress(table: TableState) -> str | None:

@@ -1,1 +1,4 @@
-"""Driver side: plan (ledger), number, rename and commit a batch's files staged by ``connector.collect``; the fence."""
+"""Driver side: plan (ledger), number, rename and commit a batch's files; the tables' lifecycle and their rebuilds.
+
+The batch's files are staged by ``connector.collect``; the fence keeps one writer.
+"""

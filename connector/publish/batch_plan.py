@@ -27,13 +27,13 @@ from connector.collect.record_path import SliceCollector
 from connector.collect.slice import collect_slice
 from connector.collect.staging import stage_slice
 from connector.collect.toast_store import ToastStore, ToastStores
-from connector.config import MirrorSettings
+from connector.config import MirrorSettings, SourceSettings
 from connector.errors import LandingZoneCorrupt, SchemaChanged, TableReset, TableStopped
 from connector.events import KafkaRecord
 from connector.publish.batch_result import BatchResult
 from connector.publish.empty_tables import EmptyTable, empty_slice, pending
 from connector.publish.ledger import BatchLedger
-from connector.publish.ledger_state import BatchPlan, BatchSource, PlannedFile, TableState
+from connector.publish.ledger_state import BatchPlan, BatchSource, LedgerState, PlannedFile, TableState
 from connector.publish.numbering import FileNumbering
 from connector.publish.publisher import remove_orphans
 from connector.publish.schema_changes import SchemaChange, after_ddl, after_events, after_stop, column_change
@@ -78,6 +78,29 @@ class BatchPlanner:
         self.toast = ToastStores(self._load_toast_store, removed_limit=mirror.keep_last_removed_keys)
         #: Captured tables no event announced, until each has its zero-row file (``connector.publish.empty_tables``).
         self.empty_tables: list[EmptyTable] = []
+        self._schemas: dict[str, pa.Schema] = {}  # each ledger schema's Arrow form, built once
+
+    def collect_context(
+        self, state: LedgerState, source: SourceSettings, *, defer_keep_last: bool = True
+    ) -> CollectContext:
+        """What slices collected after ``state`` need (on executors or here)."""
+        established = {}
+        for tid, table in state.tables.items():
+            if table.schema is not None:
+                cached = self._schemas.get(table.schema)
+                if cached is None:
+                    cached = self._schemas[table.schema] = table.arrow_schema()
+                established[tid] = cached
+        return CollectContext(
+            mirror=self.mirror,
+            source=source,
+            established=established,
+            key_columns={tid: t.key_columns for tid, t in state.tables.items() if t.key_columns},
+            stopped=frozenset(tid for tid, t in state.tables.items() if t.lifecycle.skips_events),
+            upsert_tables=frozenset(tid for tid, t in state.tables.items() if t.lifecycle.upserts),
+            defer_keep_last=defer_keep_last,
+            incremental=frozenset(tid for tid, t in state.tables.items() if t.incremental),
+        )
 
     def collect_here(self, batch_id: int, given: BatchInput, context: Callable[[], CollectContext]) -> list[Collected]:
         """The slices collected elsewhere, and those collected and staged here.

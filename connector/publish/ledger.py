@@ -34,14 +34,7 @@ from connector.publish.ledger_format import (
     plan_path,
     plan_to_json,
 )
-
-# The ``as`` imports are importable from here (mypy's explicit re-export) only until connector.sink,
-# connector.audit.loop and connector.publish.audit_deletes (other helpers' files in issue 53) import them from
-# ledger_state; then ``BatchPlan, LedgerState`` is a plain import again.
-from connector.publish.ledger_state import BatchPlan as BatchPlan
-from connector.publish.ledger_state import BatchSource as BatchSource
-from connector.publish.ledger_state import LedgerState as LedgerState
-from connector.publish.ledger_state import TableState as TableState
+from connector.publish.ledger_state import BatchPlan, LedgerState
 from connector.storage.base import Storage
 
 #: Reads of the head a reader makes when a commit beside it removed the segments it was reading.

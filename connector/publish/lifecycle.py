@@ -1,7 +1,7 @@
 """A table's lifecycle: the one state machine that says whether a table publishes, waits, or is being healed.
 
 Every decision about a whole table goes through here: a stop (a poison event, a type change, a truncate), a
-rebuild (delete the folder, wait for Fabric, re-snapshot it; ``connector.operate.rebuild`` runs the steps), and a
+rebuild (delete the folder, wait for Fabric, re-snapshot it; ``connector.publish.rebuild`` runs the steps), and a
 refresh (re-snapshot it without deleting the folder, for a column whose existing rows changed without an event).
 The ledger persists it per table (``TableState.lifecycle``), so a crash at any instant resumes where it stood.
 
@@ -26,8 +26,11 @@ of the table and its COMPLETED; an aborted or stalled snapshot is asked for agai
 table whose snapshot is in flight stops that snapshot first (``stop_sent``, then ``ABORTED``). Without the channel the
 snapshot is untracked and ``SNAPSHOT_REQUESTED`` lasts (the table shows ``running``), as before.
 
-Adding a state: a member of ``Phase``, its transitions below, its place in ``PUBLISHING`` / ``BLOCKING``, and its
-word in ``Lifecycle.word``; nothing outside this module decodes phases.
+Adding a state: a member of ``Phase``, its transitions below, its place in ``SKIPPING`` / ``BLOCKING`` /
+``UPSERTING`` and in ``Lifecycle``'s questions, its word in ``Lifecycle.word``, and, if the rebuilder has a step to do
+in it, that step in ``connector.publish.rebuild``. Only these two modules name phases: the rebuilder carries out the
+steps this machine orders; every other module asks ``Lifecycle``'s questions (``skips_events``, ``stopped``,
+``re_read``, ...) or shows ``phase.value``.
 """
 
 from __future__ import annotations
@@ -187,6 +190,11 @@ class Lifecycle:
         return self.phase in SKIPPING
 
     @property
+    def stopped(self) -> bool:
+        """Whether the table is stopped for an operator (``rebuild``), with no rebuild under way."""
+        return self.phase is Phase.STOPPED
+
+    @property
     def is_rebuilding(self) -> bool:
         """Whether a rebuild step is still to be done before the table runs again."""
         return self.phase in BLOCKING
@@ -212,6 +220,17 @@ class Lifecycle:
         return track is not None and (track.in_flight or track.state is SnapshotState.STOPPING)
 
     @property
+    def re_read(self) -> bool:
+        """Whether Debezium was asked to re-read the table: its snapshot asked for, or tracked and completed."""
+        return self.phase is Phase.SNAPSHOT_REQUESTED or (self.phase is Phase.RUNNING and self.snapshot is not None)
+
+    @property
+    def progress(self) -> str:
+        """The phase as the ledger stores it, and the tracked snapshot's state."""
+        track = self.snapshot
+        return self.phase.value + (f", snapshot {track.state.value}" if track is not None else "")
+
+    @property
     def steady(self) -> bool:
         """Whether the table runs with no rebuild, refresh or snapshot of its own under way.
 
@@ -229,7 +248,7 @@ class Lifecycle:
         """What ``tables`` shows: running, stopped, rebuilding:<phase>, or refreshing."""
         if self.is_rebuilding:
             return f"rebuilding:{self.phase.value}"
-        if self.phase is Phase.STOPPED:
+        if self.stopped:
             return "stopped"
         if self.phase is Phase.REFRESH_PENDING:
             return "refreshing"

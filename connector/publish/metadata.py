@@ -1,7 +1,8 @@
-"""Writing ``_metadata.json`` (per table, once) and ``_partnerEvents.json`` (landing-zone root).
+"""Writing a table's ``_metadata.json``, once: an existing one must mean the same, or the table stops.
 
-What the files say, and what an existing file means, is the landing-zone contract (``connector.landing_zone`` (its
-``layout`` and ``metadata``)); this module decides what to do when one is already there.
+What the file says, and what an existing file means, is the landing-zone contract (``connector.landing_zone`` (its
+``layout`` and ``metadata``), which also writes the root's ``_partnerEvents.json``); this module decides what to do
+when a table's file is already there.
 """
 
 from __future__ import annotations
@@ -11,13 +12,12 @@ from typing import Any
 import orjson
 
 from connector.errors import SchemaChanged, TableStopped, rebuild_hint
-from connector.landing_zone.layout import METADATA_FILE, PARTNER_EVENTS_FILE, TableRef
+from connector.landing_zone.layout import METADATA_FILE, TableRef
 from connector.landing_zone.metadata import (
     AmbiguousMetadata,
     effective_metadata,
     flat_metadata,
     metadata_spellings,
-    partner_events,
 )
 from connector.landing_zone.metadata import table_metadata as table_metadata
 from connector.storage.base import Storage, join
@@ -108,17 +108,3 @@ def _shown(key: str, raw: dict[str, Any], effective: dict[str, Any]) -> str:
 def _json(value: Any) -> str:
     text = orjson.dumps(value).decode()
     return text if len(text) <= 200 else f"{text[:200]}…"  # schemas can be long
-
-
-def ensure_partner_events(storage: Storage, partner_name: str, source_type: str, source_version: str | None) -> None:
-    """Write ``_partnerEvents.json`` at the root if absent (an existing one is left as it is).
-
-    Looked for first: on OneLake a create that finds the file costs six round trips, an existence check one.
-    """
-    if storage.exists(PARTNER_EVENTS_FILE):
-        return
-    content = partner_events(partner_name, source_type, source_version)
-    try:
-        storage.create(PARTNER_EVENTS_FILE, orjson.dumps(content, option=orjson.OPT_INDENT_2))
-    except FileExistsError:
-        return

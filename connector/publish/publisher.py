@@ -21,6 +21,7 @@ from connector.landing_zone.layout import (
     staged_batch_prefix,
 )
 from connector.publish.batch_result import BatchResult
+from connector.publish.ledger import BatchLedger
 from connector.publish.ledger_state import BatchPlan, LedgerState, PlannedFile
 from connector.storage.base import Storage, join
 
@@ -87,6 +88,14 @@ def publish_plan(
             result.stopped[tid] = error
             log.error("table %s stopped: %s", tid, error)
     return plan.state if not failed else replace(plan.state, tables=tables)
+
+
+def publish_and_commit(
+    storage: Storage, ledger: BatchLedger, plan: BatchPlan, mirror: MirrorSettings, result: BatchResult
+) -> None:
+    """Publish a written plan, then commit it in ``ledger`` (a crash in between redoes the publish)."""
+    published = publish_plan(storage, plan, mirror, result, workers=mirror.publish_parallelism)
+    ledger.commit(replace(plan, state=published))
 
 
 def _publish_table(storage: Storage, files: list[PlannedFile]) -> tuple[str, list[PlannedFile], str | None]:

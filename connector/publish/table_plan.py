@@ -22,9 +22,10 @@ from connector.config import MirrorSettings
 from connector.errors import LandingZoneCorrupt
 from connector.events import ROW_MARKER_COLUMN
 from connector.landing_zone.layout import METADATA_FILE, TableRef, data_file_name
+from connector.landing_zone.metadata import ensure_partner_events
 from connector.publish.initial_load import check_initial_load, snapshot_read_in, snapshot_reset
 from connector.publish.ledger_state import PlannedFile, TableState
-from connector.publish.metadata import ensure_partner_events, ensure_table_metadata, table_metadata
+from connector.publish.metadata import ensure_table_metadata, table_metadata
 from connector.publish.numbering import FileNumbering, check_no_gap
 from connector.publish.table_rows import TableFiles, merge_schema
 from connector.storage.base import Storage, join

@@ -8,16 +8,16 @@ The source is read by the ``SourceReader`` its URL names: ``mysql://`` and ``mar
 ``database_mysql``, any other (``postgresql://``) by ``database_postgres``. Each compares values in the
 forms its database's types need (see those modules).
 
-Each table is judged whole (invariant 11: the mirror equals the source in values and column set): its rows,
-its columns (a column the source dropped or renamed still holding values in the mirror is a difference,
-``TableReport.judge_columns``), and its presence. The mirrored schemas are those of the landing zone's
-tables (Postgres schemas, MySQL/MariaDB databases): a source table in one of them without a table folder
-is a difference (the mirror lacks a table: Debezium never published it, the topics pattern leaves it out,
-or its folder was deleted), and so is a table folder whose source table is gone. A folder without a data file (or,
-against Fabric's tables, no Delta table) is no table to Fabric: a difference too, never exact against an empty table.
-A table an operator does not mirror on purpose (Debezium's ``table.include.list`` leaves it out, or its
-signalling table sits in a mirrored schema) is named in ``ignore``. The local stacks keep Debezium's signalling
-tables in a schema of their own (``debezium``), never mirrored, so they need no ``ignore``.
+Each table is judged whole (invariant 11 of docs/guarantees.md: the mirror equals the source in values and column set):
+its rows, its columns (a column the source dropped or renamed still holding values in the mirror is a difference,
+``TableReport.judge_columns``), and its presence. The mirrored schemas are those of the landing zone's tables (Postgres
+schemas, MySQL/MariaDB databases): a source table in one of them without a table folder is a difference (the mirror
+lacks a table: Debezium never published it, the topics pattern leaves it out, or its folder was deleted), and so is a
+table folder whose source table is gone. A folder without a data file (or, against Fabric's tables, no Delta table) is
+no table to Fabric: a difference too, never exact against an empty table. A table an operator does not mirror on purpose
+(Debezium's ``table.include.list`` leaves it out, or its signalling table sits in a mirrored schema) is named in
+``ignore``. The local stacks keep Debezium's signalling tables in a schema of their own (``debezium``), never mirrored,
+so they need no ``ignore``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""At start, the captured tables no change event will announce: each gets a zero-row file (issue 55, invariant 16).
+"""At start, the captured tables no change event will announce: each gets a zero-row file (issue 55).
+
+Invariant 16 of docs/guarantees.md: every captured table exists in the mirror with its columns, an empty one included.
 
 Debezium's initial snapshot of an empty table emits nothing, so the mirror would hold no table until its first row.
 Two facts are needed: which tables Debezium captures, and each one's columns in the types its events will have.

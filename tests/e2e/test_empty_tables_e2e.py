@@ -1,4 +1,6 @@
-"""Empty source tables appear in the mirror with their columns before their first row (issue 55, invariant 16).
+"""Empty source tables appear in the mirror with their columns before their first row (issue 55).
+
+Invariant 16 of docs/guarantees.md: every captured table exists in the mirror with its columns, an empty one included.
 
 Postgres → real Debezium (a connector of its own on ``shared_stack``, registered after the tables exist, so its
 initial snapshot sees them) → real Kafka → ``run`` with ``source.debezium_connect_url`` and

@@ -1,4 +1,6 @@
-"""``verify`` against what Fabric holds (issue 43, invariant 15), with the Fabric replicator DOUBLE for Fabric.
+"""``verify`` against what Fabric holds (issue 43), with the Fabric replicator DOUBLE for Fabric.
+
+Invariant 15 of docs/guarantees.md: what Fabric holds, proven without the landing zone's history.
 
 Postgres → real Debezium → real Kafka → ``run`` → landing zone ``<item>/Files/LandingZone``; the double
 (``tests.support.fabric_replicator_double``, 30 s retention) applies the files to ``<item>/Tables`` and deletes them

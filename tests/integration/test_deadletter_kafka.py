@@ -14,8 +14,8 @@ from confluent_kafka import Consumer, Message
 
 from connector.collect.poison import DeadLetter
 from connector.config import DeadLetterSettings, SourceSettings
+from connector.deadletter.kafka import HEADER_PREFIX, KafkaDeadLetterWriter, producer_config
 from connector.events import KafkaRecord
-from connector.operate.deadletter_kafka import HEADER_PREFIX, KafkaDeadLetterWriter, producer_config
 from tests.support.debezium import Topic, field
 from tests.support.kafka import produce, run_connector
 

@@ -1,10 +1,22 @@
 """The floor plan holds: imports only go down the layers, and no module imports itself back through others.
 
-Layers, top to bottom (a module may import its own package and anything on a lower layer):
+Layers, top to bottom (a module may import its own room and anything on a lower layer):
 ``__main__`` → ``commands`` → ``stream`` → ``audit`` → ``readback``, ``mirror_writer`` → ``sink``, ``healing``,
-``debezium_control`` → ``operate``, ``spark`` → ``fabric``, ``kafka`` → ``publish`` → ``collect`` → ``landing_zone``
-→ ``debezium``, ``kafka_client``, ``record_columns`` → ``config``, ``kafka_token`` → ``storage`` →
-``secrets``, ``kcat`` → ``errors``, ``events``, ``early_stop``. Every import counts, also those inside functions.
+``debezium_control`` → ``operate``, ``spark`` → ``fabric``, ``kafka``, ``deadletter`` → ``publish`` → ``collect`` →
+``landing_zone`` → ``debezium``, ``kafka_client``, ``record_columns`` → ``config``, ``kafka_token`` → ``storage`` →
+``secrets``, ``kcat``, ``settings_model`` → ``errors``, ``events``, ``early_stop``. Every import counts, also those
+inside functions.
+
+A room is a package, with this exception. A package keeps one concern in one place even where part of it is a model
+a lower layer needs: the audit's settings are a field of ``MirrorSettings`` (config), its status file is read by the
+table status (operate), its delete rows are a slice of the ledger's tables the sink stages (publish). Those three
+modules live in ``audit/`` and are placed (``PLACED``) in the room of the layer that needs them, whose rules they
+follow: they import that room and lower layers only, never the rest of their package. Inverting the dependencies
+instead would have split the concern again (the settings cannot leave ``MirrorSettings``). Importing a placed
+module runs its package's face (``__init__``) first, so that face imports nothing above the module either; and a
+placed module imports nothing of the room it is placed in when that room's face loads the placed module (config's
+face loads every section): the circle check follows what Python runs, each import of another package's module
+through that package's face too.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ LAYERS: dict[str, int] = {
     "events": 0,
     "early_stop": 0,  # the stop signals of python -m connector, before any import (stdlib only)
     "secrets": 1,
+    "settings_model": 1,  # the settings sections' frozen base, outside config's face (connector.audit.settings)
     "kcat": 1,
     "storage": 2,
     "config": 3,
@@ -36,6 +49,7 @@ LAYERS: dict[str, int] = {
     # The Kafka room: planning, reads over collect's range reader, the offsets in Spark's checkpoint (which name the
     # ledger's published batches) and a batch's ranges. Its Entra ID tokens are ``kafka_token``, lower.
     "kafka": 8,
+    "deadletter": 8,  # poison records out: the writer interface, the batch's step, the folder and Kafka outputs
     "fabric": 8,  # Fabric's REST API: the client, the database's and tables' status, init
     "operate": 9,
     "spark": 9,  # Spark and its workers: the session, its sources, JVM options, class archive, executors' slices
@@ -48,6 +62,12 @@ LAYERS: dict[str, int] = {
     "stream": 13,  # the job's loop: start-up, the query, batches, progress, stop
     "commands": 14,
     "__main__": 15,
+}
+
+PLACED: dict[str, str] = {
+    "connector.audit.settings": "config",  # ``mirror.audit``, a field of ``MirrorSettings``
+    "connector.audit.status": "operate",  # each table's last audit, shown by the table status beside the table
+    "connector.audit.deletes": "publish",  # delete rows of the ledger's tables, a slice of the sink's next batch
 }
 
 
@@ -92,6 +112,9 @@ def _graph() -> dict[str, set[str]]:
 
 
 def _layer(module: str) -> tuple[str, int]:
+    """The module's room (its package, or the room it is placed in) and that room's layer."""
+    if module in PLACED:
+        return PLACED[module], LAYERS[PLACED[module]]
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else "connector"
     if top not in LAYERS:
@@ -110,8 +133,39 @@ def test_every_import_goes_down_a_layer_or_stays_in_its_package() -> None:
     assert upward == []
 
 
-def test_no_import_circle() -> None:
+def test_every_placed_module_exists() -> None:
+    assert sorted(set(PLACED) - set(_modules())) == []
+
+
+def test_a_package_face_imports_nothing_above_a_module_it_lends_below() -> None:
+    """Importing ``connector.audit.settings`` runs ``connector/audit/__init__.py`` first: it must not climb."""
     graph = _graph()
+    climbing = []
+    for module in PLACED:
+        face = module.rpartition(".")[0]
+        room, level = _layer(module)
+        for target in graph.get(face, set()):
+            other, other_level = _layer(target)
+            if target != module and other != room and other_level >= level:
+                climbing.append(f"{face} (the face of {module}, {room}, layer {level}) imports {target}")
+    assert climbing == []
+
+
+def _runtime_graph() -> dict[str, set[str]]:
+    """``_graph`` with the faces Python runs: importing ``connector.config.mirror`` runs ``config/__init__``."""
+    graph = _graph()
+    for module, targets in graph.items():
+        for target in list(targets):
+            face = target.rpartition(".")[0]
+            while face not in ("", "connector"):
+                if module != face and not module.startswith(face + "."):
+                    targets.add(face)
+                face = face.rpartition(".")[0]
+    return graph
+
+
+def test_no_import_circle() -> None:
+    graph = _runtime_graph()
     circles: list[list[str]] = []
     state: dict[str, int] = {}  # 1 on the path, 2 done
 

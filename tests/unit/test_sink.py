@@ -6,8 +6,11 @@ the ``zone`` fixture); the ledger (checkpoint) is a local folder, as in producti
 
 from __future__ import annotations
 
+import ast
 import decimal
+import inspect
 import itertools
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -895,3 +898,18 @@ def test_a_batch_is_begun_planned_and_finished_in_that_order_once(zone: Zone) ->
         assert again.published
         assert again.plan(BatchInput(records=[t.record("c", None, row(2))])).finish().already_committed
     assert zone.markers() == [(1, 0)]
+
+
+def test_a_batchs_steps_call_down_and_never_back_into_the_sink() -> None:
+    """``MirrorSink.steps`` enters ``sink.py`` once: no step is a method of the sink, called or handed on."""
+    steps = ast.parse(textwrap.dedent(inspect.getsource(MirrorSink.steps)))
+    methods = {name for name, member in vars(MirrorSink).items() if callable(member) or isinstance(member, property)}
+    back = sorted(
+        node.attr
+        for node in ast.walk(steps)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and node.attr in methods
+    )
+    assert back == []

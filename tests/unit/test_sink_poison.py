@@ -18,9 +18,9 @@ import orjson
 import pytest
 
 from connector.config import MirrorSettings, SchemaChangeSettings, SchemaRegistrySettings, SourceSettings
+from connector.deadletter.folder import FolderDeadLetterWriter
 from connector.debezium import schema_registry
 from connector.events import KafkaRecord
-from connector.operate.deadletter_folder import FolderDeadLetterWriter
 from connector.publish.batch_result import BatchResult
 from connector.readback.replay import replay_landing_zone
 from connector.readback.validate import validate_landing_zone

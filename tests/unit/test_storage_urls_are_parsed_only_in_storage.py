@@ -27,11 +27,6 @@ OTHER_URLS = {
     "operate/connect_rest.py": "the Kafka Connect REST URL",
     "readback/database_mysql.py": "the MySQL database URL",
 }
-#: Storage URLs still parsed outside storage; each entry names the change that removes it.
-PENDING = {
-    # check_outside_landing_zone should ask StorageLocation.contains instead of comparing parse_location's parts.
-    "operate/deadletter_output.py",
-}
 
 _URL_PARSERS = frozenset({"urlparse", "urlsplit"})
 _SPLITS = frozenset({"split", "rsplit", "partition", "rpartition"})
@@ -103,13 +98,13 @@ def _hand_splits(tree: ast.Module) -> list[int]:
 
 def test_no_module_outside_storage_parses_a_storage_url_with_urllib() -> None:
     found = {name: lines for name, tree in _modules() if (lines := _url_parser_uses(tree))}
-    assert {name: lines for name, lines in found.items() if name not in OTHER_URLS | dict.fromkeys(PENDING)} == {}
+    assert {name: lines for name, lines in found.items() if name not in OTHER_URLS} == {}
     assert set(OTHER_URLS) <= set(found), "a module listed in OTHER_URLS no longer parses a URL: drop it"
 
 
 def test_no_module_outside_storage_splits_a_url_by_hand() -> None:
     found = {name: lines for name, tree in _modules() if (lines := _hand_splits(tree))}
-    assert {name: lines for name, lines in found.items() if name not in PENDING} == {}
+    assert found == {}
 
 
 def test_parse_location_has_one_caller_the_location_of_a_setting() -> None:
@@ -117,7 +112,7 @@ def test_parse_location_has_one_caller_the_location_of_a_setting() -> None:
         name: lines for name, tree in _modules(outside_storage=False) if (lines := _calls_of(tree, "parse_location"))
     }
     assert len(callers.pop("storage/location.py", [])) == 1
-    assert set(callers) <= PENDING
+    assert callers == {}
 
 
 def test_the_checks_see_a_hand_split_and_a_second_parse() -> None:

@@ -1,7 +1,7 @@
 """The audit never judges a table being rebuilt or refreshed (issue 55), and rounds never run back to back.
 
 A real ``MirrorSink`` over local folders holds the ledger, the rebuild requests and the rebuilder; ``Debezium`` below
-stands in for the signal channel and its notifications (as in ``tests/unit/operate/test_rebuild_snapshot_tracking``);
+stands in for the signal channel and its notifications (as in ``tests/unit/publish/test_rebuild_snapshot_tracking``);
 ``Source`` and ``Mirror`` stand in for Postgres and Fabric's Delta table, with hooks that act while the audit reads.
 """
 
@@ -17,15 +17,15 @@ import pytest
 from connector.audit.compare import AuditPacing, AuditRound, TableAudit
 from connector.audit.finding import AuditFinding, AuditTarget, TableWithdrawn
 from connector.audit.loop import AuditLoop, SinkRepairs, audit_targets, pause_after
+from connector.audit.settings import AuditSettings
+from connector.audit.status import read_audit_status
 from connector.config import ConnectorSettings, MirrorSettings, RebuildSettings, load_settings
-from connector.config.audit import AuditSettings
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
-from connector.operate.audit_status import read_audit_status
-from connector.operate.rebuild import request_rebuild
 from connector.publish.batch_plan import BatchInput
 from connector.publish.ledger_state import TableState
 from connector.publish.lifecycle import Phase, SnapshotNotice
+from connector.publish.rebuild import request_rebuild
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from connector.storage.location import StorageLocation

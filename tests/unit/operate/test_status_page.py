@@ -16,9 +16,9 @@ import pytest
 
 from connector.collect.poison import DeadLetter
 from connector.config import load_settings
+from connector.deadletter.folder import FolderDeadLetterWriter
 from connector.fabric.status_reader import FabricDatabaseStatus, FabricTableStatus
 from connector.operate import metrics_server, status_page
-from connector.operate.deadletter_folder import FolderDeadLetterWriter
 from connector.operate.health import HealthState
 from connector.operate.status_history import BatchSample, StatusHistory
 from connector.operate.status_model import StatusBoard, read_dead_letters

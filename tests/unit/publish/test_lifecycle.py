@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,14 @@ from connector.commands.tables import table_lines
 from connector.config import MirrorSettings, RebuildSettings
 from connector.publish.ledger import BatchLedger
 from connector.publish.ledger_format import state_from_json
-from connector.publish.lifecycle import AUTOMATIC_COUNT_RESET_S, Lifecycle, LifecycleError, Phase
+from connector.publish.lifecycle import (
+    AUTOMATIC_COUNT_RESET_S,
+    Lifecycle,
+    LifecycleError,
+    Phase,
+    SnapshotState,
+    SnapshotTrack,
+)
 from connector.storage.local import LocalStorage
 
 LEDGER_V1 = Path(__file__).parents[2] / "data" / "ledger_v1"
@@ -117,3 +125,27 @@ def test_a_ledger_written_by_the_previous_release_is_read(tmp_path: Path) -> Non
 def test_a_ledger_of_a_newer_release_is_refused_with_its_version() -> None:
     with pytest.raises(ValueError, match="ledger format 3 was written by a newer release"):
         state_from_json({"version": 3, "last_committed_batch": 0})
+
+
+def test_only_the_lifecycle_and_the_rebuilder_name_phases() -> None:
+    """Every other module asks ``Lifecycle``'s questions, so a new phase is taught in two modules, not nine."""
+    package = Path(__file__).resolve().parents[3] / "connector"
+    allowed = {package / "publish" / "lifecycle.py", package / "publish" / "rebuild.py"}
+    naming = [
+        str(path.relative_to(package.parent))
+        for path in sorted(package.rglob("*.py"))
+        if path not in allowed and re.search(r"\bPhase\b", path.read_text())
+    ]
+    assert naming == []
+
+
+def test_the_questions_other_modules_ask_match_the_phases() -> None:
+    tracked = SnapshotTrack("sig-1", "db.public.items", SnapshotState.COMPLETED)
+    for phase in Phase:
+        lifecycle = Lifecycle(phase=phase)
+        assert lifecycle.stopped == (phase is Phase.STOPPED)
+        assert lifecycle.re_read == (phase is Phase.SNAPSHOT_REQUESTED)
+        assert lifecycle.progress == phase.value
+    running_after_snapshot = Lifecycle(snapshot=tracked)
+    assert running_after_snapshot.re_read
+    assert running_after_snapshot.progress == "running, snapshot completed"

@@ -35,7 +35,7 @@ from connector.storage.local import LocalStorage
 from tests.support.debezium import Topic, field
 from tests.support.registry_double import RegistryDouble
 from tests.unit.debezium.test_avro import AvroConverter
-from tests.unit.operate.test_rebuild import Signals
+from tests.unit.publish.test_rebuild import Signals
 
 TABLE = "public.items"
 TOPIC = "dbserver1.public.items"

@@ -1,6 +1,6 @@
 """The ``Storage`` contract, run unchanged against every backend (local disk and OneLake).
 
-Any backend that passes this suite can hold a landing zone or checkpoint: invariant 1 of the design
+Any backend that passes this suite can hold a landing zone or checkpoint: invariant 1 of docs/guarantees.md
 (a visible numbered file is complete and never overwritten) rests on ``create`` and ``rename_new``
 refusing to replace anything.
 """

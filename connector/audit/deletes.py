@@ -1,8 +1,8 @@
 """Delete rows the continuous audit asks for: keys Fabric holds that the source no longer has.
 
 They are published like any change: as a slice of the next batch (``MirrorSink.queue_deletes``), ahead of its Kafka
-records, numbered and committed with it, so the ledger and the files' continuity stay the sink's. A delete row
-carries the table's key columns (invariant 5) and NULL elsewhere, in the table's established column types.
+records, numbered and committed with it, so the ledger and the files' continuity stay the sink's. A delete row carries
+the table's key columns (invariant 5, docs/guarantees.md) and NULL elsewhere, in the table's established column types.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from connector.collect.pieces import Collected, PieceFacts, TablePiece
 from connector.collect.table_buffer import MARKER_TYPE
 from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing_zone.layout import TableRef
-from connector.publish.ledger import TableState
+from connector.publish.ledger_state import TableState
 
 AUDIT_PARTITION = -1
 """The partition of the audit's slice: it sorts before every Kafka partition, so its deletes come first."""

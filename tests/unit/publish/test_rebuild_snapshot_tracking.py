@@ -13,10 +13,10 @@ import orjson
 
 from connector.config import MirrorSettings, RebuildSettings
 from connector.debezium_control.snapshot_notifications import decode_notice
-from connector.operate.rebuild import TableRebuilder
 from connector.operate.table_status import table_lines
 from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.lifecycle import Lifecycle, Phase, SnapshotNotice, SnapshotState
+from connector.publish.rebuild import TableRebuilder
 from connector.storage import LocalStorage
 
 TID = "public.orders"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from connector.audit.status import AUDIT_STATUS_FILE, TableAuditStatus, read_audit_status, write_audit_status
 from connector.commands.tables import tables_command
 from connector.config import MirrorSettings
-from connector.operate.audit_status import AUDIT_STATUS_FILE, TableAuditStatus, read_audit_status, write_audit_status
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from tests.support.debezium import Topic, field

@@ -1,7 +1,7 @@
 """The Kafka dead-letter output: poison records produced, raw, to a dead-letter topic.
 
-Separate from ``deadletter`` (the record, the policy and the writer interface) and from
-``deadletter_folder``, so that the producer, its options and its delivery-error rules live on their own.
+Separate from ``writer`` (the writer interface; the record and the policy are ``connector.collect.poison``) and
+from ``folder``, so that the producer, its options and its delivery-error rules live on their own.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from connector.collect.poison import DeadLetter
 from connector.config import DeadLetterSettings, SourceSettings
+from connector.deadletter.writer import DeadLetterError, DeadLetterUnavailable, DeadLetterWriter
 from connector.errors import ConfigError
 from connector.kafka_client import client_config
-from connector.operate.deadletter import DeadLetterError, DeadLetterUnavailable, DeadLetterWriter
 from connector.secrets import redact, resolve_secret_references
 
 if TYPE_CHECKING:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from connector.collect.poison import dead_letter_in_use
 from connector.config import ConnectorSettings
+from connector.deadletter.folder import FolderDeadLetterWriter
+from connector.deadletter.kafka import KafkaDeadLetterWriter, producer_config
+from connector.deadletter.writer import DEFAULT_FOLDER, DeadLetterWriter
 from connector.errors import ConfigError
-from connector.operate.deadletter import DEFAULT_FOLDER, DeadLetterWriter
-from connector.operate.deadletter_folder import FolderDeadLetterWriter
-from connector.operate.deadletter_kafka import KafkaDeadLetterWriter, producer_config
 from connector.storage.errors import InvalidStorageURL
 from connector.storage.location import StorageLocation, as_location
 
@@ -58,14 +57,7 @@ def check_outside_landing_zone(dead_letters: StorageLocation | str, landing_zone
     """
     target = as_location(dead_letters, "dead_letter.url")
     root = as_location(landing_zone, "landing_zone.url")
-    if target.remote != root.remote:
-        return
-    if not target.remote:
-        target_path, root_path = Path(target.url).resolve(), Path(root.url).resolve()
-        inside = target_path == root_path or root_path in target_path.parents
-    else:
-        root_parts = _remote_parts(root)
-        inside = _remote_parts(target)[: len(root_parts)] == root_parts
+    inside = root.contains(target)
     if inside:
         url, landing_zone_url = target.url, root.url
         msg = (
@@ -73,17 +65,3 @@ def check_outside_landing_zone(dead_letters: StorageLocation | str, landing_zone
             "reads every folder there; use a folder outside it (default <checkpoint>/_deadletter)"
         )
         raise ConfigError(msg)
-
-
-def _remote_parts(remote: StorageLocation) -> tuple[str, ...]:
-    """A OneLake / ADLS Gen2 location as comparable parts: host (regions folded), filesystem, folders.
-
-    Its URL was checked when the location was built, so it parses.
-    """
-    from connector.storage.onelake.location import parse_location
-
-    location = parse_location(remote.url)
-    host = location.account_url.split("://", 1)[-1].lower()
-    host = re.sub(r"^[a-z0-9]+-onelake\.", "onelake.", host)
-    folders = tuple(p.casefold() for p in location.root.split("/") if p)
-    return (host, location.filesystem.casefold(), *folders)

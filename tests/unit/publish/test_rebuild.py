@@ -16,9 +16,9 @@ import pytest
 from connector.commands.tables import rebuild_command, table_lines, tables_command
 from connector.config import MirrorSettings, RebuildSettings, SchemaChangeSettings
 from connector.debezium_control.snapshot_signal import signal_target, signal_value
-from connector.operate.rebuild import RebuildError, TableRebuilder, pending_requests
 from connector.publish.ledger_state import TableState
 from connector.publish.lifecycle import Lifecycle, Phase
+from connector.publish.rebuild import RebuildError, TableRebuilder, pending_requests
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage
 from tests.support.debezium import Topic, field
@@ -346,7 +346,7 @@ def test_a_signal_that_keeps_failing_is_logged_once_per_reason(
     t, other = Topic("dbserver1.public.customers", COLUMNS, ["id"]), Topic("dbserver1.public.orders", COLUMNS, ["id"])
     stop_customers(sink, t, other)
     signals.fail = True
-    with caplog.at_level(logging.ERROR, logger="connector.operate.rebuild"):
+    with caplog.at_level(logging.ERROR, logger="connector.publish.rebuild"):
         for _ in range(5):
             sink.advance_rebuilds()
     assert [r.getMessage() for r in caplog.records if "rebuild waits" in r.getMessage()] == [

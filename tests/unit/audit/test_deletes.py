@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from connector.audit.deletes import delete_rows, table_ref
 from connector.config import MirrorSettings
-from connector.publish.audit_deletes import delete_rows, table_ref
 from connector.publish.batch_plan import BatchInput
 from connector.readback.landing_reader import read_data_file
 from connector.sink import MirrorSink

@@ -1,7 +1,7 @@
 """The folder dead-letter output: poison records as JSON lines in a folder outside the landing zone.
 
-Separate from ``deadletter`` (the record, the policy and the writer interface) and from
-``deadletter_kafka``, so that each output's layout, replay rule and client live on their own.
+Separate from ``writer`` (the writer interface; the record and the policy are ``connector.collect.poison``) and
+from ``kafka``, so that each output's layout, replay rule and client live on their own.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import orjson
 
 from connector.collect.poison import DeadLetter
-from connector.operate.deadletter import DeadLetterWriter
+from connector.deadletter.writer import DeadLetterWriter
 from connector.storage import Storage, join
 
 _LOG = logging.getLogger(__name__)

@@ -15,12 +15,12 @@ import pytest
 from connector.collect.poison import DeadLetter, poison_policy
 from connector.commands.check_config import check_config_file
 from connector.config import ConnectorSettings, DeadLetterSettings, SourceSettings, load_settings
+from connector.deadletter.folder import FolderDeadLetterWriter
+from connector.deadletter.kafka import KafkaDeadLetterWriter, producer_config
+from connector.deadletter.output import check_outside_landing_zone, open_dead_letter_writer
+from connector.deadletter.writer import DeadLetterUnavailable
 from connector.errors import ConfigError, TransientError
 from connector.events import KafkaRecord
-from connector.operate.deadletter import DeadLetterUnavailable
-from connector.operate.deadletter_folder import FolderDeadLetterWriter
-from connector.operate.deadletter_kafka import KafkaDeadLetterWriter, producer_config
-from connector.operate.deadletter_output import check_outside_landing_zone, open_dead_letter_writer
 from tests.conftest import Landing
 
 TOPIC = "dbserver1.public.orders"
