@@ -26,7 +26,15 @@ from connector.readback.database_mysql import (
     source_timestamp,
 )
 from connector.readback.database_reader import Row
-from connector.readback.mysql_position import MARK_TYPE, MarkWatcher, mark_insert, mark_of, new_mark, position_text
+from connector.readback.mysql_position import (
+    MARK_TYPE,
+    MarkWatcher,
+    mark_delete,
+    mark_insert,
+    mark_of,
+    new_mark,
+    position_text,
+)
 from connector.readback.table_report import TableReport
 
 log = logging.getLogger(__name__)
@@ -68,6 +76,7 @@ class MySqlRangedReader:
         self._insert = mark_insert(signal_table)
         self._make_watcher = watcher
         self._watcher: MarkWatcher | None = None
+        self._delete_marks = True
         self._columns: dict[TableRef, list[SourceColumn]] = {}
 
     def __enter__(self) -> MySqlRangedReader:
@@ -107,8 +116,31 @@ class MySqlRangedReader:
         return position_text(coordinates, mark)
 
     def captured_through(self, position: str) -> bool:
-        """Whether the mark of ``position`` is in the signalling table's topic (Debezium read the binlog past it)."""
-        return self._watch().seen(mark_of(position))
+        """Whether the mark of ``position`` is in the signalling table's topic (Debezium read the binlog past it).
+
+        A mark seen is deleted from the signalling table (so marks do not pile up there; Debezium acts on inserted
+        signal rows only); without the right to delete, it stays, said once.
+        """
+        mark = mark_of(position)
+        if not self._watch().seen(mark):
+            return False
+        if self._delete_marks:
+            self._delete_mark(mark)
+        return True
+
+    def _delete_mark(self, mark: str) -> None:
+        import pymysql
+
+        try:
+            with self._reader.connection.cursor() as cursor:
+                cursor.execute(mark_delete(self._signal_table), (mark,))
+        except pymysql.MySQLError as exc:
+            self._delete_marks = False
+            log.warning(
+                "audit: the position marks stay in %s: deleting one was refused (%s)",
+                self._signal_table,
+                first_line(str(exc)),
+            )
 
     def ranged_rows(
         self, table: TableRef, key_columns: list[str], after: tuple[Any, ...] | None, through: tuple[Any, ...] | None

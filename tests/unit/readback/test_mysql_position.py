@@ -14,6 +14,7 @@ from connector.readback.mysql_position import (
     MARK_PREFIX,
     _marks_in,
     carries_mark,
+    mark_delete,
     mark_insert,
     mark_of,
     new_mark,
@@ -53,6 +54,7 @@ def test_the_mark_is_written_to_the_signalling_table_quoted() -> None:
     assert mark_insert("debezium.debezium_signal") == (
         "INSERT INTO `debezium`.`debezium_signal` (id, type, data) VALUES (%s, %s, %s)"
     )
+    assert mark_delete("debezium.debezium_signal") == "DELETE FROM `debezium`.`debezium_signal` WHERE id = %s"
     assert signal_table_topic("mariadb1", "debezium.debezium_signal") == "mariadb1.debezium.debezium_signal"
     with pytest.raises(ConnectorError, match=r"database\.table"):
         mark_insert("debezium_signal")
