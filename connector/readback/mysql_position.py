@@ -87,10 +87,11 @@ def mark_insert(signal_table: str) -> str:
     return f"INSERT INTO {_quote(database)}.{_quote(table)} (id, type, data) VALUES (%s, %s, %s)"  # noqa: S608
 
 
-def mark_delete(signal_table: str) -> str:
-    """The DELETE of a mark row once it was seen (``mark_insert``'s table)."""
+def mark_delete(signal_table: str, marks: int) -> str:
+    """The DELETE of ``marks`` mark rows (``mark_insert``'s table), their ids the parameters."""
     database, _, table = signal_table.partition(".")
-    return f"DELETE FROM {_quote(database)}.{_quote(table)} WHERE id = %s"  # noqa: S608 - quoted identifiers
+    ids = ", ".join(["%s"] * marks)
+    return f"DELETE FROM {_quote(database)}.{_quote(table)} WHERE id IN ({ids})"  # noqa: S608 - quoted identifiers
 
 
 def _quote(identifier: str) -> str:

@@ -76,7 +76,7 @@ class MySqlRangedReader:
         self._insert = mark_insert(signal_table)
         self._make_watcher = watcher
         self._watcher: MarkWatcher | None = None
-        self._delete_marks = True
+        self._marks: list[str] = []
         self._columns: dict[TableRef, list[SourceColumn]] = {}
 
     def __enter__(self) -> MySqlRangedReader:
@@ -85,10 +85,13 @@ class MySqlRangedReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Close the connection and the Kafka consumer."""
+        """Delete this round's marks, close the connection and the Kafka consumer."""
         if self._watcher is not None:
             self._watcher.close()
-        self._reader.__exit__(*exc)
+        try:
+            self._delete_marks()
+        finally:
+            self._reader.__exit__(*exc)
 
     def current_position(self) -> str:
         """A mark row written to the signalling table now, in a transaction of its own (``mysql_position``).
@@ -101,6 +104,7 @@ class MySqlRangedReader:
         watcher = self._watch()
         watcher.before_mark()
         mark = new_mark()
+        self._marks.append(mark)
         try:
             with self._reader.connection.cursor() as cursor:
                 cursor.execute(self._insert, (mark, MARK_TYPE, '{"message": "cdc-mirror audit position"}'))
@@ -116,31 +120,29 @@ class MySqlRangedReader:
         return position_text(coordinates, mark)
 
     def captured_through(self, position: str) -> bool:
-        """Whether the mark of ``position`` is in the signalling table's topic (Debezium read the binlog past it).
+        """Whether the mark of ``position`` is in the signalling table's topic (Debezium read the binlog past it)."""
+        return self._watch().seen(mark_of(position))
 
-        A mark seen is deleted from the signalling table (so marks do not pile up there; Debezium acts on inserted
-        signal rows only); without the right to delete, it stays, said once.
+    def _delete_marks(self) -> None:
+        """Delete the marks this reader wrote (their inserts are in the binlog: the gate needs the rows no more).
+
+        So marks do not pile up in the signalling table (Debezium acts on inserted signal rows only). Without the
+        right to delete, they stay, said once a round.
         """
-        mark = mark_of(position)
-        if not self._watch().seen(mark):
-            return False
-        if self._delete_marks:
-            self._delete_mark(mark)
-        return True
-
-    def _delete_mark(self, mark: str) -> None:
         import pymysql
 
+        if not self._marks:
+            return
         try:
             with self._reader.connection.cursor() as cursor:
-                cursor.execute(mark_delete(self._signal_table), (mark,))
+                cursor.execute(mark_delete(self._signal_table, len(self._marks)), self._marks)
         except pymysql.MySQLError as exc:
-            self._delete_marks = False
             log.warning(
-                "audit: the position marks stay in %s: deleting one was refused (%s)",
+                "audit: the position marks stay in %s: deleting them was refused (%s)",
                 self._signal_table,
                 first_line(str(exc)),
             )
+        self._marks = []
 
     def ranged_rows(
         self, table: TableRef, key_columns: list[str], after: tuple[Any, ...] | None, through: tuple[Any, ...] | None

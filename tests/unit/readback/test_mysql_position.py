@@ -54,7 +54,9 @@ def test_the_mark_is_written_to_the_signalling_table_quoted() -> None:
     assert mark_insert("debezium.debezium_signal") == (
         "INSERT INTO `debezium`.`debezium_signal` (id, type, data) VALUES (%s, %s, %s)"
     )
-    assert mark_delete("debezium.debezium_signal") == "DELETE FROM `debezium`.`debezium_signal` WHERE id = %s"
+    assert mark_delete("debezium.debezium_signal", 2) == (
+        "DELETE FROM `debezium`.`debezium_signal` WHERE id IN (%s, %s)"
+    )
     assert signal_table_topic("mariadb1", "debezium.debezium_signal") == "mariadb1.debezium.debezium_signal"
     with pytest.raises(ConnectorError, match=r"database\.table"):
         mark_insert("debezium_signal")
