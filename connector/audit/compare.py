@@ -435,6 +435,8 @@ class AuditRound:
                 continue
             if left_out(target.id, self._withdrawn(target.id)):
                 continue  # withdrawn after its last look: its differences may be the rebuild's deletion
+            if self._stop.is_set():
+                break  # stopped meanwhile: the lag gate's waits were cut short, so the finding judges a mirror behind
             self._record(finding)
             self._keep(finding)
             findings.append(finding)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from connector.audit.compare import AuditRound, AuditTarget, TableAudit, missing_files, repair
+from connector.audit.compare import AuditFinding, AuditRound, AuditTarget, TableAudit, missing_files, repair
 from connector.config.audit import AuditSettings
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
@@ -181,3 +182,20 @@ def test_a_difference_the_mirror_never_caught_up_with_is_lagging_not_clean(tmp_p
     finding = audit.audit(TARGET)
     assert finding.lagging and not finding.clean and finding.repair == "lagging"
     assert finding.rereads == [] and finding.deletes == []
+
+
+def test_a_finding_made_while_the_audit_was_stopped_is_neither_counted_nor_repaired(tmp_path: Path) -> None:
+    """At shutdown the lag gate stops waiting (the stream has stopped): what the round then sees is no difference."""
+    rows = {i: f"r{i}" for i in range(1, 21)}
+    audit = _audit(Source(rows), Mirror({**rows, 1: "x"}), tmp_path)
+    stop = threading.Event()
+
+    def stopped_during(target: AuditTarget) -> AuditFinding:
+        finding = audit.audit(target)
+        stop.set()
+        return finding
+
+    repairs = Repairs()
+    before = metrics.AUDIT_DIFFERENCES.labels(table=TARGET.id)._value.get()
+    assert AuditRound(AuditSettings(), stopped_during, repairs, stop=stop).run([TARGET]) == []
+    assert repairs.done == [] and metrics.AUDIT_DIFFERENCES.labels(table=TARGET.id)._value.get() == before
