@@ -47,9 +47,16 @@ from connector.audit.status import TableAuditStatus, write_audit_status
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
 from connector.readback.chunk_compare import Key
-from connector.readback.database_postgres import PostgresReader, _normalise, compare_rows
 from connector.readback.database_reader import Row
-from connector.readback.mirror_compare import DEFAULT_CHUNK_ROWS, RangedSource, Settle, compare_table
+from connector.readback.mirror_compare import (
+    DEFAULT_CHUNK_ROWS,
+    AuditSource,
+    CompareRules,
+    RangedSource,
+    Settle,
+    compare_table,
+    rules_of,
+)
 from connector.storage.base import Storage
 
 log = logging.getLogger(__name__)
@@ -65,7 +72,7 @@ class MirrorSide(Protocol):
         """The table as Fabric holds it; ``None`` when there is none."""
 
 
-SettleFor = Callable[[PostgresReader, AuditTarget], Settle]
+SettleFor = Callable[[AuditSource, AuditTarget], Settle]
 """The lag gate of one table: waits until the mirror is past a source position (``mirror_compare.fabric_settle``)."""
 
 
@@ -97,6 +104,9 @@ class _WithdrawableSource:
     def columns(self, table: TableRef) -> list[str]:
         return self._reader.columns(table)
 
+    def compare_rules(self, table: TableRef) -> CompareRules:
+        return rules_of(self._reader, table)
+
     def ranged_rows(
         self, table: TableRef, key_columns: list[str], after: Key | None, through: Key | None
     ) -> Iterator[Row]:
@@ -119,7 +129,7 @@ class TableAudit:
     def __init__(
         self,
         settings: AuditSettings,
-        reader: PostgresReader,
+        reader: AuditSource,
         mirror: MirrorSide,
         landing: Storage,
         settle_for: SettleFor,
@@ -214,18 +224,20 @@ class TableAudit:
         """
         if not suspects:
             return [], []
-        before = _by_key(self._reader.rows_by_keys(target.ref, keys, suspects), keys)
+        rules = rules_of(self._reader, target.ref)
+        before = _by_key(self._reader.rows_by_keys(target.ref, keys, suspects), keys, rules)
         position = self._reader.current_position()
         if not settle(position):
             return None
         mirror = self._mirror.read(target.ref, keys) or pa.table({})
-        after = _by_key(self._reader.rows_by_keys(target.ref, keys, suspects), keys)
-        steady = [k for k in suspects if _form(before.get(k)) == _form(after.get(k))]
+        after = _by_key(self._reader.rows_by_keys(target.ref, keys, suspects), keys, rules)
+        steady = [k for k in suspects if _form(before.get(k), rules) == _form(after.get(k), rules)]
         wanted = set(steady)
-        held = [row for row in mirror.to_pylist() if _plain_key(row, keys) in wanted] if mirror.num_columns else []
+        rows = mirror.to_pylist() if mirror.num_columns else []
+        held = [row for row in rows if _plain_key(row, keys, rules, source=False) in wanted]
         held_table = pa.Table.from_pylist(held, mirror.schema) if mirror.num_columns else pa.table({})
         source_rows = [after[k] for k in steady if k in after]
-        check = compare_rows(target.id, keys, source_rows, held_table)
+        check = rules.compare_rows(target.id, keys, source_rows, held_table)
         rereads = unique_keys([*check.missing_keys, *check.differing_keys, *check.extra_keys])
         return rereads, unique_keys(check.extra_keys)
 
@@ -305,6 +317,8 @@ class AuditRound:
                 continue
             if left_out(target.id, self._withdrawn(target.id)):
                 continue  # withdrawn after its last look: its differences may be the rebuild's deletion
+            if self._stop.is_set():
+                break  # stopped meanwhile: the lag gate's waits were cut short, so the finding judges a mirror behind
             self._record(finding)
             self._keep(finding)
             findings.append(finding)
@@ -346,13 +360,15 @@ class AuditRound:
             log.error("audit %s: the repair failed (%s); tried again next round", finding.table, exc)
 
 
-def _by_key(rows: Sequence[Row], keys: list[str]) -> dict[Key, Row]:
-    return {_plain_key(row, keys): row for row in rows}
+def _by_key(rows: Sequence[Row], keys: list[str], rules: CompareRules) -> dict[Key, Row]:
+    return {_plain_key(row, keys, rules, source=True): row for row in rows}
 
 
-def _plain_key(row: Row, keys: list[str]) -> Key:
-    return tuple(_normalise(row.get(k), None) for k in keys)
+def _plain_key(row: Row, keys: list[str], rules: CompareRules, *, source: bool) -> Key:
+    return tuple(rules.form(k, row.get(k), None, source=source) for k in keys)
 
 
-def _form(row: Row | None) -> Any:
-    return None if row is None else tuple(sorted((k, repr(_normalise(v, None))) for k, v in row.items()))
+def _form(row: Row | None, rules: CompareRules) -> Any:
+    if row is None:
+        return None
+    return tuple(sorted((k, repr(rules.form(k, v, None, source=True))) for k, v in row.items()))

@@ -27,13 +27,14 @@ from connector.audit.deletes import table_ref
 from connector.audit.finding import AuditTarget
 from connector.audit.settings import AuditSettings
 from connector.audit.signal import KeyedSnapshotSignal
+from connector.audit.sources import audit_reader
 from connector.config import ConnectorSettings
 from connector.errors import ConfigError
 from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.rebuild import request_rebuild
 from connector.readback.chunk_compare import Key
-from connector.readback.database_postgres import PostgresReader
-from connector.readback.mirror_compare import Settle, fabric_settle
+from connector.readback.database_mysql import is_mysql_url
+from connector.readback.mirror_compare import AuditSource, Settle, fabric_settle
 from connector.readback.mirrored_tables import MirroredTables, tables_url
 from connector.secrets import resolve_secret_references
 from connector.sink import MirrorSink
@@ -129,7 +130,9 @@ class AuditLoop:
         self._sink = sink
         self._url = source_url(self._audit)
         self._tables = mirrored_tables(self._audit, landing)
-        self._repairs = SinkRepairs(sink, KeyedSnapshotSignal(settings.source, settings.mirror.rebuild))
+        signal = KeyedSnapshotSignal(settings.source, settings.mirror.rebuild, mysql=is_mysql_url(self._url))
+        self._repairs = SinkRepairs(sink, signal)
+        self._settings = settings
         self._source = settings.source
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="mirror-audit", daemon=True)
@@ -159,7 +162,8 @@ class AuditLoop:
         if not targets:
             return
         try:
-            with PostgresReader(self._url) as reader:
+            topics = [topic for t in targets if (topic := state.tables[t.id].topic)]
+            with audit_reader(self._url, self._settings, topics) as reader:
                 audit = TableAudit(
                     self._audit,
                     reader,
@@ -197,7 +201,7 @@ class AuditLoop:
             if not table.lifecycle.stopped:
                 left_out(tid, self._sink.healing(tid))
 
-    def _settle_for(self, reader: PostgresReader, target: AuditTarget) -> Settle:
+    def _settle_for(self, reader: AuditSource, target: AuditTarget) -> Settle:
         return fabric_settle(
             reader,
             self._sink.landing,

@@ -36,8 +36,8 @@ class AuditSettings(FrozenModel):
     )
     source_url: SecretStr | None = Field(
         None,
-        description="The source database's URL (postgresql://...), as a secret reference: ${env:NAME} or "
-        "${file:/path}. Required when enabled.",
+        description="The source database's URL (postgresql://..., or mysql://... or mariadb://...), as a secret "
+        "reference: ${env:NAME} or ${file:/path}. Required when enabled.",
     )
     tables_path: str | None = Field(
         None,
@@ -49,6 +49,12 @@ class AuditSettings(FrozenModel):
         ge=1,
         description="Differing keys in one table past which the audit asks for a table rebuild instead of "
         "re-reading the keys one by one.",
+    )
+    signal_table: str | None = Field(
+        None,
+        description="MySQL/MariaDB sources only: Debezium's signalling table (its signal.data.collection, "
+        "database.table). Each lag gate writes a row of type log there and waits for it in the table's topic "
+        "(<topic prefix>.<database>.<table>); the audit's user needs INSERT on it. Required for those sources.",
     )
     settle_s: float = Field(
         120.0,

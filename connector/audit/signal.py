@@ -30,8 +30,11 @@ MAX_KEYS_PER_SIGNAL = 500
 """Keys per signal: Debezium's filter is one SQL condition, kept to a reasonable length."""
 
 
-def sql_literal(value: Any) -> str:
-    """A key value as a SQL literal (numbers bare, everything else a quoted string the column's type casts)."""
+def sql_literal(value: Any, *, mysql: bool = False) -> str:
+    """A key value as a SQL literal (numbers bare, everything else a quoted string the column's type casts).
+
+    ``mysql``: MySQL/MariaDB's spelling (bytes as ``X'…'``, a backslash escaped: it is an escape in their strings).
+    """
     if value is None:
         msg = "a key value is NULL: it cannot be re-read by key"
         raise ValueError(msg)
@@ -42,18 +45,18 @@ def sql_literal(value: Any) -> str:
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         value = value.isoformat()
     if isinstance(value, bytes):
-        return "'\\x" + value.hex() + "'"
-    text = str(value)
+        return f"X'{value.hex()}'" if mysql else "'\\x" + value.hex() + "'"
+    text = str(value).replace("\\", "\\\\") if mysql else str(value)
     return "'" + text.replace("'", "''") + "'"
 
 
-def key_filter(key_columns: Sequence[str], keys: Sequence[tuple[Any, ...]]) -> str:
-    """``"id" IN (1, 2)``, or ``("a", "b") IN (('x', 1), ...)`` for a composite key."""
-    names = [f'"{name}"' for name in key_columns]
+def key_filter(key_columns: Sequence[str], keys: Sequence[tuple[Any, ...]], *, mysql: bool = False) -> str:
+    """``"id" IN (1, 2)``, or ``("a", "b") IN (('x', 1), ...)`` for a composite key (MySQL/MariaDB: backticks)."""
+    names = [f"`{name.replace('`', '``')}`" if mysql else f'"{name}"' for name in key_columns]
     if len(names) == 1:
-        values = ", ".join(sql_literal(key[0]) for key in keys)
+        values = ", ".join(sql_literal(key[0], mysql=mysql) for key in keys)
         return f"{names[0]} IN ({values})"
-    rows = ", ".join("(" + ", ".join(sql_literal(v) for v in key) + ")" for key in keys)
+    rows = ", ".join("(" + ", ".join(sql_literal(v, mysql=mysql) for v in key) + ")" for key in keys)
     return f"({', '.join(names)}) IN ({rows})"
 
 
@@ -74,11 +77,15 @@ def keyed_snapshot_value(collection: str, condition: str, signal_id: str) -> byt
 
 
 class KeyedSnapshotSignal:
-    """Sends keyed re-read signals to Debezium's Kafka signal channel (the source's security settings apply)."""
+    """Sends keyed re-read signals to Debezium's Kafka signal channel (the source's security settings apply).
 
-    def __init__(self, source: SourceSettings, rebuild: RebuildSettings) -> None:
+    ``mysql``: the filter is in MySQL/MariaDB's SQL (Debezium appends it to its own SELECT on the source).
+    """
+
+    def __init__(self, source: SourceSettings, rebuild: RebuildSettings, *, mysql: bool = False) -> None:
         self._config = signal_producer_config(source, "the audit")
         self._rebuild = rebuild
+        self._mysql = mysql
 
     def reread(self, topic: str, key_columns: Sequence[str], keys: Sequence[tuple[Any, ...]]) -> list[str]:
         """Ask Debezium to read ``keys`` of the table of ``topic`` again; the signals' ids."""
@@ -90,7 +97,7 @@ class KeyedSnapshotSignal:
         producer = Producer(self._config)
         for start in range(0, len(keys), MAX_KEYS_PER_SIGNAL):
             signal_id = uuid.uuid4().hex
-            condition = key_filter(key_columns, keys[start : start + MAX_KEYS_PER_SIGNAL])
+            condition = key_filter(key_columns, keys[start : start + MAX_KEYS_PER_SIGNAL], mysql=self._mysql)
             value = keyed_snapshot_value(collection, condition, signal_id)
             producer.produce(
                 signal_topic,

@@ -281,6 +281,11 @@ class MySqlReader:
         """Close the connection."""
         self._conn.close()
 
+    @property
+    def connection(self) -> Any:
+        """The PyMySQL connection (autocommit, UTC), between ``__enter__`` and ``__exit__``."""
+        return self._conn
+
     def tables(self, schemas: Collection[str | None]) -> list[str]:
         """The tables of databases ``schemas`` (``information_schema.TABLES``), ``database.table``.
 

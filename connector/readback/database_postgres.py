@@ -279,6 +279,11 @@ def _compare_keyless(
     )
 
 
+def normalise(value: Any, arrow: pa.DataType | None) -> Any:
+    """One comparable form per type (see the module docstring); ``arrow`` is the mirror's type of the column."""
+    return _normalise(value, arrow)
+
+
 def _normalise(value: Any, arrow: pa.DataType | None) -> Any:
     """One comparable form per type (see the module docstring)."""
     if value is None:

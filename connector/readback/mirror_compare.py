@@ -18,7 +18,7 @@ mirror lacks or holds wrongly still differs once the mirror has caught up, and i
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from connector.landing_zone.layout import TableRef
 from connector.readback.chunk_compare import Key, compare_chunks, in_range, key_range, persisting
-from connector.readback.database_postgres import _normalise, compare_rows
+from connector.readback.database_postgres import compare_rows, normalise
 from connector.readback.database_reader import Row
 from connector.readback.mirrored_tables import fabric_has_applied
 from connector.readback.table_report import TableReport
@@ -55,6 +55,41 @@ class RangedSource(Protocol):
         """The table's columns, in order."""
 
 
+class AuditSource(RangedSource, Protocol):
+    """A source the audit reads (``PostgresReader``, ``mysql_ranges.MySqlRangedReader``): ranges and single keys."""
+
+    def rows_by_keys(self, table: TableRef, key_columns: list[str], keys: Sequence[Key]) -> list[Row]:
+        """The rows of ``keys`` the source still has."""
+
+
+class CompareRules(Protocol):
+    """How one table's values are compared: a form per value (digests, keys) and the exact row comparison."""
+
+    def form(self, column: str, value: Any, arrow: pa.DataType | None, *, source: bool) -> Any:
+        """A value of ``column`` in its comparable form (``arrow``: the mirror's type; ``source``: read there)."""
+
+    def compare_rows(self, table: str, key_columns: list[str], source: Iterable[Row], mirror: pa.Table) -> TableReport:
+        """Source rows against mirror rows, by key (as ``SourceReader.compare`` does)."""
+
+
+class PostgresRules:
+    """``database_postgres``'s comparison: the rules of a source that names none (``compare_rules``)."""
+
+    def form(self, column: str, value: Any, arrow: pa.DataType | None, *, source: bool) -> Any:
+        """``database_postgres.normalise``, the same on both sides."""
+        return normalise(value, arrow)
+
+    def compare_rows(self, table: str, key_columns: list[str], source: Iterable[Row], mirror: pa.Table) -> TableReport:
+        """``database_postgres.compare_rows``."""
+        return compare_rows(table, key_columns, source, mirror)
+
+
+def rules_of(reader: object, table: TableRef) -> CompareRules:
+    """The reader's rules for ``table`` (its ``compare_rules``), else Postgres's (``PostgresRules``)."""
+    rules = getattr(reader, "compare_rules", None)
+    return rules(table) if callable(rules) else PostgresRules()
+
+
 Settle = Callable[[str], bool]
 """Waits until the mirror is past a source position; ``False`` when it did not get there in time."""
 
@@ -66,15 +101,18 @@ class _Forms:
     keys: list[str]
     columns: list[str]
     types: dict[str, pa.DataType]
+    rules: CompareRules
 
-    def key(self, row: Row) -> Key:
-        return tuple(_normalise(row.get(k), self.types.get(k)) for k in self.keys)
+    def key(self, row: Row, *, source: bool) -> Key:
+        return tuple(self.rules.form(k, row.get(k), self.types.get(k), source=source) for k in self.keys)
 
-    def canonical(self, row: Row) -> tuple[Any, ...]:
-        return tuple(_normalise(row[c], self.types.get(c)) if c in row else _ABSENT for c in self.columns)
+    def canonical(self, row: Row, *, source: bool) -> tuple[Any, ...]:
+        return tuple(
+            self.rules.form(c, row[c], self.types.get(c), source=source) if c in row else _ABSENT for c in self.columns
+        )
 
-    def pairs(self, rows: Iterator[Row]) -> Iterator[tuple[Key, tuple[Any, ...]]]:
-        return ((self.key(row), self.canonical(row)) for row in rows)
+    def pairs(self, rows: Iterator[Row], *, source: bool) -> Iterator[tuple[Key, tuple[Any, ...]]]:
+        return ((self.key(row, source=source), self.canonical(row, source=source)) for row in rows)
 
 
 def compare_table(
@@ -92,14 +130,17 @@ def compare_table(
     """
     position = reader.current_position()
     mirror = read_mirror() or pa.table({})
-    forms = _Forms(key_columns, reader.columns(table), {f.name: f.type for f in mirror.schema})
+    rules = rules_of(reader, table)
+    forms = _Forms(key_columns, reader.columns(table), {f.name: f.type for f in mirror.schema}, rules)
     if not mirror.num_columns:
-        report = compare_rows(table.id, key_columns, reader.ranged_rows(table, key_columns, None, None), mirror)
+        report = rules.compare_rows(table.id, key_columns, reader.ranged_rows(table, key_columns, None, None), mirror)
         report.judge_columns(forms.columns, mirror)
         return report
     mirror_rows = mirror.to_pylist()
     first = compare_chunks(
-        forms.pairs(reader.ranged_rows(table, key_columns, None, None)), forms.pairs(iter(mirror_rows)), chunk_rows
+        forms.pairs(reader.ranged_rows(table, key_columns, None, None), source=True),
+        forms.pairs(iter(mirror_rows), source=False),
+        chunk_rows,
     )
     reports: dict[int, TableReport] = {}
     caught_up = True
@@ -112,9 +153,9 @@ def compare_table(
         again = mirror.to_pylist() if settle is not None else mirror_rows
         for index in suspects:
             after, through = key_range(first.chunks, index)
-            chunk_mirror = [row for row in again if in_range(forms.key(row), after, through)]
+            chunk_mirror = [row for row in again if in_range(forms.key(row, source=False), after, through)]
             source = reader.ranged_rows(table, key_columns, after, through)
-            chunk = compare_rows(table.id, key_columns, source, pa.Table.from_pylist(chunk_mirror, mirror.schema))
+            chunk = rules.compare_rows(table.id, key_columns, source, pa.Table.from_pylist(chunk_mirror, mirror.schema))
             if not chunk.ok:
                 reports[index] = chunk
         return list(reports)

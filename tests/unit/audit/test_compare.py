@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from connector.audit.compare import AuditPacing, AuditRound, TableAudit
-from connector.audit.finding import AuditTarget
+from connector.audit.finding import AuditFinding, AuditTarget
 from connector.audit.landing_gap import missing_files
 from connector.audit.repair import repair
 from connector.audit.settings import AuditSettings
@@ -191,3 +192,20 @@ def test_a_difference_the_mirror_never_caught_up_with_is_lagging_not_clean(tmp_p
     finding = audit.audit(TARGET)
     assert finding.lagging and not finding.clean and finding.repair == "lagging"
     assert finding.rereads == [] and finding.deletes == []
+
+
+def test_a_finding_made_while_the_audit_was_stopped_is_neither_counted_nor_repaired(tmp_path: Path) -> None:
+    """At shutdown the lag gate stops waiting (the stream has stopped): what the round then sees is no difference."""
+    rows = {i: f"r{i}" for i in range(1, 21)}
+    audit = _audit(Source(rows), Mirror({**rows, 1: "x"}), tmp_path)
+    stop = threading.Event()
+
+    def stopped_during(target: AuditTarget) -> AuditFinding:
+        finding = audit.audit(target)
+        stop.set()
+        return finding
+
+    repairs = Repairs()
+    before = metrics.AUDIT_DIFFERENCES.labels(table=TARGET.id)._value.get()
+    assert AuditRound(AuditSettings(), stopped_during, repairs, stop=stop).run([TARGET]) == []
+    assert repairs.done == [] and metrics.AUDIT_DIFFERENCES.labels(table=TARGET.id)._value.get() == before
