@@ -298,6 +298,9 @@ def test_run_mirrors_through_entra_tokens_and_a_refused_identity_is_one_error_li
     # token expired), so each identity had fresh tokens: at least one per token life after its first.
     assert entra.issued[MIRROR_CLIENT] >= 3, entra.issued
     assert entra.issued[CONNECT_CLIENT] - connect_tokens >= 2, entra.issued
+    print(  # shown with -s: what the run measured
+        f"changes={changes} longest_gap_s={longest_gap:.1f} tokens={dict(entra.issued)}"
+    )
     result = run_connector("verify", "--source", stack["postgres"], "--landing-zone", str(tmp_path / "lz"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "differing=0" in result.stdout
