@@ -70,6 +70,20 @@
 # base URL http://HOST:PORT of a running Apicurio Registry 2.x; unset = `up` starts one with
 # deploy/local/registry.sh under $STATE_DIR/registry and `down` stops it).
 #
+# A broker whose only client listener authenticates (SASL OAUTHBEARER against an OIDC provider, SASL PLAIN, ...):
+# KAFKA_CLIENT_PROTOCOL and KAFKA_SERVER_PROPERTIES go to kafka.sh (the listener and its settings; see there), and
+# KAFKA_CLIENT_PROPERTIES names a file of the client settings (security.protocol, sasl.*) that the Connect worker
+# and every client of the connectors use (stack-lib.sh). E.g. OAUTHBEARER with Kafka's own
+# org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler and the client_credentials grant:
+#   security.protocol=SASL_PLAINTEXT
+#   sasl.mechanism=OAUTHBEARER
+#   sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler
+#   sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;
+#   sasl.oauthbearer.token.endpoint.url=https://login.microsoftonline.com/TENANT/oauth2/v2.0/token
+#   sasl.oauthbearer.client.credentials.client.id=... / ...client.secret=... / sasl.oauthbearer.scope=...
+# and LOCAL_JAVA_OPTS=-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=TOKEN_URL,JWKS_URL (Kafka 4.x).
+# tests/e2e/test_entra_stack_e2e.py runs the stack so against an Entra ID double.
+#
 # Pinned versions: Kafka 4.3.1 + Debezium 3.7.0.Final, Apicurio Registry + converter 2.6.13.Final
 # (deploy/local/maven/*/pom.xml, fetched by fetch-jars.sh), PostgreSQL = the Debian release's
 # `postgresql` package (15 on bookworm).

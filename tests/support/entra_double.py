@@ -10,6 +10,11 @@ It plays the two endpoints azure-identity's real code reaches on a pod, so the c
   ``AZURE_FEDERATED_TOKEN_FILE`` (``workload_identity_environment``). azure-identity wants an https authority, so
   the double serves https with a throw-away certificate trusted through ``REQUESTS_CA_BUNDLE`` (the approach of
   ``tests.support.dfs_server``), and the same paths over plain http for a JVM that does not trust it.
+* the same token endpoint with the **client credentials grant and a client secret** (``grant_type=client_credentials``,
+  the secret in an HTTP Basic ``Authorization`` header, as Kafka's own ``OAuthBearerLoginCallbackHandler`` sends it,
+  or as ``client_id`` / ``client_secret`` form fields): for platform components such as a Kafka Connect worker, whose
+  application the test registers with ``add_client(client_id, secret)``. A wrong secret gets Entra's
+  ``invalid_client`` (AADSTS7000215).
 
 Tokens are JWTs signed with the double's RSA key (``kid`` in the header), with ``aud`` (the scope without
 ``/.default``, as Entra issues them), ``iss`` (``<authority>/<tenant>/v2.0``), ``sub``/``oid``/``appid`` (the
@@ -22,6 +27,7 @@ Every token issued is counted per identity (``issued``).
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 import ssl
 import threading
@@ -59,6 +65,7 @@ class EntraDouble:
         self.kid = uuid.uuid4().hex[:16]
         self.issued: Counter[str] = Counter()
         self.refused: set[str] = set()
+        self._client_secrets: dict[str, str] = {}
         self._lock = threading.Lock()
         self._https: ServedHttp | None = None
         self._http: ServedHttp | None = None
@@ -110,6 +117,21 @@ class EntraDouble:
         return f"{self.authority}/{TENANT_ID}/v2.0"
 
     # -- behaviour
+
+    def add_client(self, client_id: str, secret: str) -> None:
+        """Register an application that may use the client credentials grant with ``secret``."""
+        with self._lock:
+            self._client_secrets[client_id] = secret
+
+    def secret_matches(self, client_id: str, secret: str) -> bool:
+        with self._lock:
+            known = self._client_secrets.get(client_id)
+        return known is not None and hmac.compare_digest(known, secret)
+
+    @property
+    def token_endpoint_http(self) -> str:
+        """The tenant's token endpoint over plain http (for a JVM client: Kafka Connect's login handler)."""
+        return f"{self.http_url}/{TENANT_ID}/oauth2/v2.0/token"
 
     def refuse(self, identity: str) -> None:
         """Answer ``identity``'s token requests with Entra's errors from now on."""
@@ -227,6 +249,9 @@ class _EntraHandler(BaseHTTPRequestHandler):
         if not url.path.endswith("/oauth2/v2.0/token"):
             self._json(404, {"error": "not_found", "error_description": url.path})
             return
+        if form.get("grant_type") == "client_credentials" and not form.get("client_assertion"):
+            self._client_secret_grant(form)
+            return
         client_id = form.get("client_id", "")
         if not form.get("client_assertion") or self.entra.is_refused(client_id):
             description = (
@@ -235,12 +260,29 @@ class _EntraHandler(BaseHTTPRequestHandler):
             )
             self._json(400, {"error": "invalid_client", "error_description": description, "error_codes": [700213]})
             return
+        self._issue(client_id, form)
+
+    def _issue(self, client_id: str, form: dict[str, str]) -> None:
         resource = form.get("scope", "").split(" ")[0].removesuffix("/.default")
         token, expires = self.entra.token(client_id, resource)
         lifetime = expires - int(time.time())
         self._json(
             200, {"token_type": "Bearer", "expires_in": lifetime, "ext_expires_in": lifetime, "access_token": token}
         )
+
+    def _client_secret_grant(self, form: dict[str, str]) -> None:
+        client_id, secret = form.get("client_id", ""), form.get("client_secret", "")
+        authorization = self.headers.get("Authorization", "")
+        if authorization.startswith("Basic "):
+            try:
+                client_id, _, secret = base64.b64decode(authorization.removeprefix("Basic ")).decode().partition(":")
+            except ValueError:
+                client_id, secret = "", ""
+        if not self.entra.secret_matches(client_id, secret) or self.entra.is_refused(client_id):
+            description = f"AADSTS7000215: Invalid client secret provided for application {client_id}."
+            self._json(401, {"error": "invalid_client", "error_description": description, "error_codes": [7000215]})
+            return
+        self._issue(client_id, form)
 
     def _managed_identity(self, query: dict[str, str]) -> None:
         if self.headers.get("X-IDENTITY-HEADER") != IDENTITY_HEADER:
