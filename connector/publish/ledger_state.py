@@ -32,7 +32,7 @@ class TableState:
     next_number: int = 1
     key_columns: tuple[str, ...] = ()
     # Published without keyColumns (no key in the source nor in ``key_columns``): inserts only. Kept through a
-    # rebuild (which empties ``key_columns``), whose snapshot must then be a blocking one (``operate.rebuild``).
+    # rebuild (which empties ``key_columns``), whose snapshot must then be a blocking one (``publish.rebuild``).
     keyless: bool = False
     # A keyless table rebuilt: the blocking snapshot asked for has not shown a read yet (``publish.initial_load``).
     snapshot_expected: bool = False
