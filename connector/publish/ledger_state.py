@@ -90,7 +90,7 @@ class BatchSource:
 
 @dataclass(frozen=True)
 class DataGap:
-    """Offsets of one partition Kafka no longer held, and the table rebuilt for them (design invariant 12).
+    """Offsets of one partition Kafka no longer held, and the table rebuilt for them (invariant 12, docs/guarantees.md).
 
     Recorded in the same commit that begins the table's rebuild and before Spark reads past the gap, so a gap is
     never skipped without a record of it and of its table's rebuild, whatever instant the job dies at.

@@ -1,4 +1,4 @@
-"""What Fabric holds: the mirrored database's Delta tables, read with delta-rs (invariant 15).
+"""What Fabric holds: the mirrored database's Delta tables, read with delta-rs (invariant 15, docs/guarantees.md).
 
 Fabric's open mirroring applies the landing zone's files to one Delta table per table folder, in the same item:
 the landing zone is ``<workspace>/<item>/Files/LandingZone`` and the tables are ``<workspace>/<item>/Tables``,
