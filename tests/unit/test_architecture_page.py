@@ -51,9 +51,6 @@ def test_every_package_has_a_row_naming_each_of_its_modules() -> None:
 
 def test_every_row_names_a_package_that_exists() -> None:
     gone = [
-        cell
-        for cell in _rooms_rows()
-        for path in [ROOT / re.sub(r"[`*]", "", cell.split(",")[0])]
-        if not path.exists()
+        cell for cell in _rooms_rows() for path in [ROOT / re.sub(r"[`*]", "", cell.split(",")[0])] if not path.exists()
     ]
     assert not gone, f"rows for packages or modules that no longer exist: {gone}"
