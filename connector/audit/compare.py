@@ -44,6 +44,7 @@ from connector.audit.landing_gap import missing_files
 from connector.audit.repair import Repairs, repair
 from connector.audit.settings import AuditSettings
 from connector.audit.status import TableAuditStatus, write_audit_status
+from connector.errors import first_line
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
 from connector.readback.chunk_compare import Key
@@ -336,6 +337,7 @@ class AuditRound:
             finding.differences,
             finding.repair,
             finding.finished_at if finding.clean else None,
+            finding.repair_error,
         )
         try:
             write_audit_status(self._checkpoint, finding.table, status)
@@ -356,7 +358,7 @@ class AuditRound:
         try:
             repair(finding, self._repairs)
         except Exception as exc:  # noqa: BLE001 - the next round finds the difference again
-            finding.repair = f"failed: {exc}"
+            finding.repair_error = first_line(str(exc)) or type(exc).__name__
             log.error("audit %s: the repair failed (%s); tried again next round", finding.table, exc)
 
 

@@ -40,6 +40,8 @@ class AuditFinding:
     lagging: bool = False
     """The mirror did not catch up within ``settle_s``: nothing is judged this round."""
     repair: str = "none"
+    repair_error: str | None = None
+    """Why the chosen repair could not be asked for (the next round finds the difference again)."""
     """``none``, ``rows`` (deletes and re-reads), ``rebuild`` or ``lagging``."""
     finished_at: float = field(default_factory=time.time)
 

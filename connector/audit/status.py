@@ -28,6 +28,8 @@ class TableAuditStatus:
     differences: int
     repair: str
     last_clean_at: float | None = None
+    repair_error: str | None = None
+    """Why the repair could not be asked for; absent in files written before it was kept apart from ``repair``."""
 
     def text(self) -> str:
         """``2026-01-02T03:04:05Z:clean`` or ``...:3 differences -> rows``, as ``tables`` shows it."""
@@ -36,7 +38,8 @@ class TableAuditStatus:
             return f"{when}:mirror lagging"
         if not self.differences:
             return f"{when}:clean"
-        return f"{when}:{self.differences} differences -> {self.repair}"
+        failed = f" (failed: {self.repair_error})" if self.repair_error else ""
+        return f"{when}:{self.differences} differences -> {self.repair}{failed}"
 
 
 def read_audit_status(checkpoint: Storage) -> dict[str, TableAuditStatus]:

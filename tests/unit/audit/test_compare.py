@@ -209,3 +209,21 @@ def test_a_finding_made_while_the_audit_was_stopped_is_neither_counted_nor_repai
     before = metrics.AUDIT_DIFFERENCES.labels(table=TARGET.id)._value.get()
     assert AuditRound(AuditSettings(), stopped_during, repairs, stop=stop).run([TARGET]) == []
     assert repairs.done == [] and metrics.AUDIT_DIFFERENCES.labels(table=TARGET.id)._value.get() == before
+
+
+class RefusingRepairs(Repairs):
+    def reread(self, table_id: str, keys: Sequence[Any]) -> None:
+        raise OSError("the signal topic is not writable\nsecond line")
+
+
+def test_a_repair_that_cannot_be_asked_for_keeps_the_chosen_repair_and_its_error_apart(tmp_path: Path) -> None:
+    rows = {i: f"n{i}" for i in range(5)}
+    checkpoint = LocalStorage(str(tmp_path / "cp"))
+    audit = _audit(Source(rows), Mirror({**rows, 2: "x"}), tmp_path)
+    findings = AuditRound(AuditSettings(max_rows_per_s=1e9), audit.audit, RefusingRepairs(), checkpoint=checkpoint).run(
+        [TARGET]
+    )
+    assert findings[0].repair == "rows" and findings[0].repair_error == "the signal topic is not writable"
+    status = read_audit_status(checkpoint)["public.items"]
+    assert (status.repair, status.repair_error) == ("rows", "the signal topic is not writable")
+    assert status.text().endswith(":1 differences -> rows (failed: the signal topic is not writable)")
