@@ -13,13 +13,15 @@ repaired through the running stream:
 
 After each, an audit of the table is clean again; at the end ``verify --tables-path`` is exact. A table being
 rebuilt is never judged (issue 55): after the rebuild of fault 3, and after an operator's ``rebuild`` while rounds
-run every 2 s, no judgement of the table and no repair until the rebuild's snapshot completed, then a clean one.
+run every 2 s, and after a column's type changed (its automatic rebuild), no judgement of the table and no repair
+until the rebuild's snapshot completed, then a clean one.
 The run, the checks and the faults that do not depend on the source are ``tests.e2e.audit_faults``' (the MariaDB
 audit e2e's too); the delete that never reaches Kafka is Postgres's own.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -88,6 +90,18 @@ def delete_behind_kafkas_back(
     assert 7 not in faults.held(fabric, REF)
 
 
+def schema_change_while_rounds_run(conn: psycopg.Connection[tuple[object, ...]], run: faults.Run) -> None:
+    """(5) A column's type changed while rounds run: its automatic rebuild leaves the table out until it completed."""
+    mark = len(run.text())
+    conn.execute(f"ALTER TABLE public.{TABLE} ALTER COLUMN qty TYPE bigint")
+    conn.execute(f"UPDATE public.{TABLE} SET qty = qty + 1000 WHERE id = 13")  # an event in the new type
+    automatic = re.compile(rf"table stopped: [^\n]*{TABLE}[^\n]*changed type[^\n]*rebuilding it automatically")
+    faults.wait_until("the type change's automatic rebuild", lambda: automatic.search(run.text(), mark), run)
+    found = automatic.search(run.text(), mark)
+    assert found is not None
+    faults.rebuilt_unjudged(run, found.start())
+
+
 def test_the_audit_finds_and_repairs_what_nothing_else_caught(shared_stack: dict[str, str], tmp_path: Path) -> None:
     with psycopg.connect(shared_stack["postgres"], autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS public.{TABLE}")
@@ -105,6 +119,7 @@ def test_the_audit_finds_and_repairs_what_nothing_else_caught(shared_stack: dict
                 delete_behind_kafkas_back(conn, fabric, run)
                 faults.lose_a_file_before_fabric_took_it(conn.execute, f"public.{TABLE}", fabric, run)
                 faults.rebuild_while_rounds_run(conn.execute, f"public.{TABLE}", run, tmp_path / "cp")
+                schema_change_while_rounds_run(conn, run)
             finally:
                 run.stop()
                 fabric.stop()
