@@ -30,12 +30,14 @@ class BrokerCheck:
         self._interval_s = interval_s
         self._timeout_s = max(1.0, min(10.0, interval_s))
         self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="kafka-broker-check", daemon=True)
         self._failing = False
 
     def start(self) -> BrokerCheck:
         """Run the check in a daemon thread."""
-        self._thread.start()
+        # The thread is made here, not in __init__: a thread that targets an unstarted check's method would put the
+        # check (and its admin client) in a reference cycle, which only the cycle collector frees, and it may run
+        # inside a librdkafka thread (the token callback), where freeing that thread's own client aborts the process.
+        threading.Thread(target=self._loop, name="kafka-broker-check", daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -6,6 +6,10 @@ default is 60 s), so the clients must fetch several across one test: the driver'
 check, the start-up check), a producer, and the executors' reader (``connector.collect.kafka_read``), also in a
 fresh process built from the options tuple Spark ships, through azure-identity's managed-identity (App Service)
 and workload-identity (federated token file) flows. No password is in the config or the environment.
+
+Each client is dropped in a ``finally``, so it is freed in the test's thread even when a failure keeps the test's
+frame alive: freed later by the cycle collector inside a librdkafka thread (the token callback's), it would abort
+the worker (see ``tests/unit/test_kafka_clients_are_freed_at_once.py``).
 """
 
 from __future__ import annotations
@@ -100,20 +104,19 @@ def test_every_client_works_through_entra_tokens_across_their_expiries(
     source = entra_source(oauth_bootstrap, {"kind": flow, "client_id": client_id}, topics=topic)
     assert not any("password" in k or "secret" in k.lower() for k in [*os.environ, *source.kafka_options])
 
-    admin = AdminClient(client_config(source))
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(timeout=30)
-    producer = Producer(client_config(source, **{"acks": "all"}))
+    create_topics(source, [NewTopic(topic, 1, 1)])
     spec, why = kafka_read_spec(ConnectorSettings(source=source))
     assert spec is not None, why
     assert "oauth_cb" not in dict(spec.options)  # the executors get strings only; the callback is made there
-    check = BrokerCheck(source, HealthState(), 30)
-    assert check_kafka(source, "available-now") == {topic: 1}
-
-    first_tokens = entra.issued[client_id]
-    end = 0
-    deadline = time.monotonic() + EXPIRIES * TOKEN_LIFE_S + 5
+    producer: Producer | None = None
+    check: BrokerCheck | None = None
     try:
+        producer = Producer(client_config(source, **{"acks": "all"}))
+        check = BrokerCheck(source, HealthState(), 30)
+        assert check_kafka(source, "available-now") == {topic: 1}
+        first_tokens = entra.issued[client_id]
+        end = 0
+        deadline = time.monotonic() + EXPIRIES * TOKEN_LIFE_S + 5
         while time.monotonic() < deadline:
             for i in range(5):
                 producer.produce(topic, key=b"%d" % (end + i), value=b"row")
@@ -127,10 +130,30 @@ def test_every_client_works_through_entra_tokens_across_their_expiries(
             assert fresh.result(timeout=120) == end
     finally:
         close_consumers()
+        del producer, check  # see the module's note on clients
     # The broker ends a session when its token expires unless the client re-authenticated: every client went on
     # past EXPIRIES expiries, so each re-authenticated with fresh tokens. The identity's clients may share one
     # token where azure-identity caches it (MSAL does for workload identity), so at least one per expiry.
     assert entra.issued[client_id] - first_tokens >= EXPIRIES
+
+
+def create_topics(source: SourceSettings, topics: list[NewTopic]) -> None:
+    admin = AdminClient(client_config(source))
+    try:
+        for future in admin.create_topics(topics).values():
+            future.result(timeout=30)
+    finally:
+        del admin  # see the module's note on clients
+
+
+def produce(source: SourceSettings, workload: Workload) -> None:
+    producer = Producer(client_config(source, **{"enable.idempotence": True, "linger.ms": 20}))
+    try:
+        for record in workload.records(3000):
+            producer.produce(record.topic, value=record.value, key=record.key, partition=record.partition)
+        assert producer.flush(60) == 0
+    finally:
+        del producer  # see the module's note on clients
 
 
 def run_check_config(config: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -195,13 +218,8 @@ def test_run_mirrors_exactly_through_entra_across_token_expiries(
     saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
     try:
-        admin = AdminClient(client_config(source))
-        for future in admin.create_topics([NewTopic(name, 3, 1) for name in names]).values():
-            future.result(timeout=30)
-        producer = Producer(client_config(source, **{"enable.idempotence": True, "linger.ms": 20}))
-        for record in workload.records(3000):
-            producer.produce(record.topic, value=record.value, key=record.key, partition=record.partition)
-        assert producer.flush(60) == 0
+        create_topics(source, [NewTopic(name, 3, 1) for name in names])
+        produce(source, workload)
     finally:
         for name, value in saved.items():
             if value is None:
