@@ -37,7 +37,7 @@ from benchmarks.audit_soak import TABLE, audit_stack, start_service, table_topic
 from benchmarks.bench_tables import produce_changes
 from benchmarks.cpu import cpu_model, load_average
 from benchmarks.service import batch_lines, create_topics
-from connector.audit.settings import AuditSettings
+from connector.config.audit import AuditSettings
 from tests.support.fabric_replicator_double import FabricReplicatorDouble
 
 STREAM_TABLE = "bench.stream"

@@ -31,7 +31,6 @@ from types import TracebackType
 
 import pyarrow as pa
 
-from connector.audit.deletes import delete_slice
 from connector.collect.pieces import CollectContext, Collected
 from connector.collect.poison import dead_letter_in_use
 from connector.collect.staging import stage_slice
@@ -42,6 +41,7 @@ from connector.events import KafkaRecord
 from connector.publish.batch_plan import BatchInput, BatchPlanner, retried_folders
 from connector.publish.batch_result import BatchResult
 from connector.publish.empty_tables import EmptyTable
+from connector.publish.key_deletes import delete_slice
 from connector.publish.ledger import BatchLedger
 from connector.publish.ledger_state import BatchPlan, BatchSource, LedgerState
 from connector.publish.publisher import highest_number, publish_and_commit, remove_leftovers, table_folders
@@ -278,7 +278,7 @@ class MirrorSink:
         self._plans.empty_tables = list(tables)
 
     def with_audit_deletes(self, batch_id: int, given: BatchInput) -> BatchInput:
-        """``given`` with the queued deletes as a first slice, staged here (``connector.audit.deletes``)."""
+        """``given`` with the queued deletes as a first slice, staged here (``connector.publish.key_deletes``)."""
         if not self._audit_deletes:
             return given
         deletes, self._audit_deletes = self._audit_deletes, {}

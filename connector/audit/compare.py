@@ -42,8 +42,8 @@ from connector.audit.finding import (
 )
 from connector.audit.landing_gap import missing_files
 from connector.audit.repair import Repairs, repair
-from connector.audit.settings import AuditSettings
 from connector.audit.status import TableAuditStatus, write_audit_status
+from connector.config.audit import AuditSettings
 from connector.errors import first_line
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics

@@ -23,13 +23,13 @@ from typing import Any
 import orjson
 
 from connector.audit.compare import AuditRound, TableAudit, left_out
-from connector.audit.deletes import table_ref
 from connector.audit.finding import AuditTarget
-from connector.audit.settings import AuditSettings
 from connector.audit.signal import KeyedSnapshotSignal
 from connector.audit.sources import audit_reader
 from connector.config import ConnectorSettings
+from connector.config.audit import AuditSettings
 from connector.errors import ConfigError
+from connector.publish.key_deletes import table_ref
 from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.rebuild import request_rebuild
 from connector.readback.chunk_compare import Key

@@ -39,7 +39,8 @@ def tables_command(checkpoint: Storage, *, as_json: bool, fabric: Mapping[str, A
     if job is not None:
         # First: a job that stopped explains why every table stands still (they still say ``running``).
         print(orjson.dumps({"job": asdict(job)}).decode() if as_json else job.text())
-    lines = table_lines(ledger.state, fabric, read_audit_status(checkpoint))
+    audits = {table: status.text() for table, status in read_audit_status(checkpoint).items()}
+    lines = table_lines(ledger.state, fabric, audits)
     for line in lines:
         print(orjson.dumps(line.__dict__).decode() if as_json else line.text())
     if not lines and not as_json:

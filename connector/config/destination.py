@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
+from connector.config.base import FrozenModel
 from connector.errors import ConfigError
-from connector.settings_model import FrozenModel
 from connector.storage import CredentialKind
 from connector.storage.identity import CredentialConfig
 from connector.storage.location import StorageLocation

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from connector.audit.settings import AuditSettings
-from connector.settings_model import FrozenModel
+from connector.config.audit import AuditSettings
+from connector.config.base import FrozenModel
 
 
 class SchemaChangeSettings(FrozenModel):

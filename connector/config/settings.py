@@ -20,6 +20,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from connector.config.base import without_derived
 from connector.config.destination import (
     FabricStatusSettings,
     LandingZoneSettings,
@@ -30,7 +31,6 @@ from connector.config.destination import (
 from connector.config.mirror import MirrorSettings
 from connector.config.source import DeadLetterSettings, SourceSettings
 from connector.errors import ConfigError
-from connector.settings_model import without_derived
 from connector.storage.location import StorageLocation
 
 

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
+from connector.config.base import FrozenModel
 from connector.secrets import redact, resolve_secret_references
-from connector.settings_model import FrozenModel
 from connector.storage import CredentialKind
 from connector.storage.identity import CredentialConfig
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from connector.audit.status import TableAuditStatus
 from connector.publish.ledger_state import LedgerState, TableState
 from connector.publish.lifecycle import SnapshotState
 
@@ -71,11 +70,12 @@ def table_state_word(table: TableState) -> str:
 def table_lines(
     state: LedgerState,
     fabric: Mapping[str, Any] | None = None,
-    audits: Mapping[str, TableAuditStatus] | None = None,
+    audits: Mapping[str, str] | None = None,
 ) -> list[TableLine]:
     """One line per table of the ledger's state, with Fabric's state and the table's last audit when known.
 
-    ``fabric`` is Fabric's status by table id; ``audits`` the audit's last look by table id (``read_audit_status``).
+    ``fabric`` is Fabric's status by table id; ``audits`` the audit's last look by table id, as
+    ``TableAuditStatus.text`` words it (``connector.audit.status``, which the audit above this layer writes).
     """
     lines = []
     for tid, table in sorted(state.tables.items()):
@@ -95,7 +95,7 @@ def table_lines(
                 fabric_state=None if fabric is None else str(getattr(status, "state", "absent")),
                 fabric_rows=getattr(status, "processed_rows", None) if status else None,
                 snapshot=snapshot_progress(table),
-                audit=audit.text() if audit is not None else None,
+                audit=audit,
                 keyless=table.keyless,
             )
         )

@@ -4,19 +4,14 @@ Layers, top to bottom (a module may import its own room and anything on a lower 
 ``__main__`` → ``commands`` → ``stream`` → ``audit`` → ``readback``, ``mirror_writer`` → ``sink``, ``healing``,
 ``debezium_control`` → ``operate``, ``spark`` → ``fabric``, ``kafka``, ``deadletter`` → ``publish`` → ``collect`` →
 ``landing_zone`` → ``debezium``, ``kafka_client``, ``record_columns`` → ``config``, ``kafka_token`` → ``storage`` →
-``secrets``, ``kcat``, ``settings_model`` → ``errors``, ``events``, ``early_stop``. Every import counts, also those
+``secrets``, ``kcat`` → ``errors``, ``events``, ``early_stop``. Every import counts, also those
 inside functions.
 
-A room is a package, with this exception. A package keeps one concern in one place even where part of it is a model
-a lower layer needs: the audit's settings are a field of ``MirrorSettings`` (config), its status file is read by the
-table status (operate), its delete rows are a slice of the ledger's tables the sink stages (publish). Those three
-modules live in ``audit/`` and are placed (``PLACED``) in the room of the layer that needs them, whose rules they
-follow: they import that room and lower layers only, never the rest of their package. Inverting the dependencies
-instead would have split the concern again (the settings cannot leave ``MirrorSettings``). Importing a placed
-module runs its package's face (``__init__``) first, so that face imports nothing above the module either; and a
-placed module imports nothing of the room it is placed in when that room's face loads the placed module (config's
-face loads every section): the circle check follows what Python runs, each import of another package's module
-through that package's face too.
+A room is a package. A concern whose model a lower layer needs keeps that model in the lower room: the audit's
+settings are a section of ``MirrorSettings`` (``config/audit.py``), the delete rows it asks for a slice the sink
+stages (``publish/key_deletes.py``), and the table status takes each table's last audit as the words ``tables``
+shows, read by the command above it. The circle check follows what Python runs, each import of another package's
+module through that package's face too.
 """
 
 from __future__ import annotations
@@ -34,7 +29,6 @@ LAYERS: dict[str, int] = {
     "events": 0,
     "early_stop": 0,  # the stop signals of python -m connector, before any import (stdlib only)
     "secrets": 1,
-    "settings_model": 1,  # the settings sections' frozen base, outside config's face (connector.audit.settings)
     "kcat": 1,
     "storage": 2,
     "config": 3,
@@ -62,12 +56,6 @@ LAYERS: dict[str, int] = {
     "stream": 13,  # the job's loop: start-up, the query, batches, progress, stop
     "commands": 14,
     "__main__": 15,
-}
-
-PLACED: dict[str, str] = {
-    "connector.audit.settings": "config",  # ``mirror.audit``, a field of ``MirrorSettings``
-    "connector.audit.status": "operate",  # each table's last audit, shown by the table status beside the table
-    "connector.audit.deletes": "publish",  # delete rows of the ledger's tables, a slice of the sink's next batch
 }
 
 
@@ -112,9 +100,7 @@ def _graph() -> dict[str, set[str]]:
 
 
 def _layer(module: str) -> tuple[str, int]:
-    """The module's room (its package, or the room it is placed in) and that room's layer."""
-    if module in PLACED:
-        return PLACED[module], LAYERS[PLACED[module]]
+    """The module's room (its package) and that room's layer."""
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else "connector"
     if top not in LAYERS:
@@ -131,24 +117,6 @@ def test_every_import_goes_down_a_layer_or_stays_in_its_package() -> None:
             if other != own and other_level >= level:
                 upward.append(f"{module} ({own}, layer {level}) imports {target} ({other}, layer {other_level})")
     assert upward == []
-
-
-def test_every_placed_module_exists() -> None:
-    assert sorted(set(PLACED) - set(_modules())) == []
-
-
-def test_a_package_face_imports_nothing_above_a_module_it_lends_below() -> None:
-    """Importing ``connector.audit.settings`` runs ``connector/audit/__init__.py`` first: it must not climb."""
-    graph = _graph()
-    climbing = []
-    for module in PLACED:
-        face = module.rpartition(".")[0]
-        room, level = _layer(module)
-        for target in graph.get(face, set()):
-            other, other_level = _layer(target)
-            if target != module and other != room and other_level >= level:
-                climbing.append(f"{face} (the face of {module}, {room}, layer {level}) imports {target}")
-    assert climbing == []
 
 
 def _runtime_graph() -> dict[str, set[str]]:

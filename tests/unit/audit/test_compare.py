@@ -14,8 +14,8 @@ from connector.audit.compare import AuditPacing, AuditRound, TableAudit
 from connector.audit.finding import AuditFinding, AuditTarget
 from connector.audit.landing_gap import missing_files
 from connector.audit.repair import repair
-from connector.audit.settings import AuditSettings
 from connector.audit.status import read_audit_status
+from connector.config.audit import AuditSettings
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
 from connector.storage.local import LocalStorage

@@ -17,9 +17,9 @@ import pytest
 from connector.audit.compare import AuditPacing, AuditRound, TableAudit
 from connector.audit.finding import AuditFinding, AuditTarget, TableWithdrawn
 from connector.audit.loop import AuditLoop, SinkRepairs, audit_targets, pause_after
-from connector.audit.settings import AuditSettings
 from connector.audit.status import read_audit_status
 from connector.config import ConnectorSettings, MirrorSettings, RebuildSettings, load_settings
+from connector.config.audit import AuditSettings
 from connector.landing_zone.layout import TableRef
 from connector.operate import metrics
 from connector.publish.batch_plan import BatchInput

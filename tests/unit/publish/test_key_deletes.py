@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from connector.audit.deletes import delete_rows, table_ref
 from connector.config import MirrorSettings
 from connector.publish.batch_plan import BatchInput
+from connector.publish.key_deletes import delete_rows, table_ref
 from connector.readback.landing_reader import read_data_file
 from connector.sink import MirrorSink
 from connector.storage.local import LocalStorage

@@ -1,8 +1,4 @@
-"""The base of every settings section: frozen, and unknown keys are errors.
-
-Outside ``connector.config`` because a section may live with its concern (``connector.audit.settings``): importing
-anything in ``connector.config`` runs its face, which loads every section, that one included, before it is defined.
-"""
+"""The base of every settings section: frozen, and unknown keys are errors."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Delete rows the continuous audit asks for: keys Fabric holds that the source no longer has.
+"""Delete rows for given keys of a ledger table, as a slice of the sink's next batch (``MirrorSink.queue_deletes``).
 
-They are published like any change: as a slice of the next batch (``MirrorSink.queue_deletes``), ahead of its Kafka
-records, numbered and committed with it, so the ledger and the files' continuity stay the sink's. A delete row carries
-the table's key columns (invariant 5, docs/guarantees.md) and NULL elsewhere, in the table's established column types.
+The continuous audit asks for them (``connector.audit``): keys Fabric holds that the source no longer has. They are
+published like any change, ahead of the batch's Kafka records, numbered and committed with it, so the ledger and the
+files' continuity stay the sink's. A delete row carries the table's key columns (invariant 5, docs/guarantees.md) and
+NULL elsewhere, in the table's established column types.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from connector.events import ROW_MARKER_COLUMN, RowMarker
 from connector.landing_zone.layout import TableRef
 from connector.publish.ledger_state import TableState
 
-AUDIT_PARTITION = -1
-"""The partition of the audit's slice: it sorts before every Kafka partition, so its deletes come first."""
+DELETES_PARTITION = -1
+"""The partition of the deletes' slice: it sorts before every Kafka partition, so its deletes come first."""
 
 
 def table_ref(table_id: str, folder: str) -> TableRef:
@@ -59,7 +60,7 @@ def delete_slice(tables: Mapping[str, TableState], deletes: Mapping[str, Sequenc
             ref=table_ref(table_id, table.folder),
             key_columns=table.key_columns,
             table=delete_rows(table, keys),
-            first=(table.topic, AUDIT_PARTITION, -1),
+            first=(table.topic, DELETES_PARTITION, -1),
             facts=PieceFacts(events={"d": len(keys)}),
         )
         collected.records += len(keys)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr, field_validator
 
+from connector.config.base import FrozenModel
 from connector.secrets import has_secret_reference
-from connector.settings_model import FrozenModel
 
 
 class AuditSettings(FrozenModel):
