@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from connector.errors import TransientError
 from connector.kafka.admission import Offsets, sorted_offsets
-from connector.kafka_token import with_token_callback
+from connector.kafka_token import token_failure, with_token_callback
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +40,14 @@ class OffsetsPlanner:
 
     def __init__(self, client_options: Mapping[str, Any], pattern: str, timeout_s: float = 30.0) -> None:
         # Strings only travel to Spark's planner process; an Entra identity's token callback is made here.
-        self._admin = AdminClient(with_token_callback(client_options))
+        self._options = with_token_callback(client_options)
+        self._admin = AdminClient(self._options)
         self._pattern = re.compile(pattern)
         self._timeout_s = timeout_s
 
     def partitions(self) -> list[Partition]:
         """Every partition of the topics whose whole name the pattern matches, Kafka's internal topics aside."""
-        return _retried(self._list_partitions, "listing Kafka's topics")
+        return self._retried(self._list_partitions, "listing Kafka's topics")
 
     def _list_partitions(self) -> list[Partition]:
         metadata = self._admin.list_topics(timeout=self._timeout_s)
@@ -67,7 +68,9 @@ class OffsetsPlanner:
 
     def _offsets(self, spec: Any, partitions: Iterable[Partition]) -> Offsets:
         wanted = list(partitions)
-        return _retried(lambda: self._list_offsets(spec, wanted), f"listing the offsets of {len(wanted)} partitions")
+        return self._retried(
+            lambda: self._list_offsets(spec, wanted), f"listing the offsets of {len(wanted)} partitions"
+        )
 
     def _list_offsets(self, spec: Any, partitions: list[Partition]) -> Offsets:
         if not partitions:
@@ -87,17 +90,23 @@ class OffsetsPlanner:
             offsets.setdefault(key.topic, {})[str(key.partition)] = offset
         return sorted_offsets(offsets)
 
+    def _retried(self, call: Callable[[], T], what: str) -> T:
+        """``call``, tried again after a client error, ``_ATTEMPTS`` times in all.
 
-def _retried(call: Callable[[], T], what: str) -> T:
-    """``call``, tried again after a client error, ``_ATTEMPTS`` times in all."""
-    for _ in range(1, _ATTEMPTS):
-        try:
-            return call()
-        except KafkaException as exc:
-            log.warning("%s failed (%s); trying again", what, exc)
-            time.sleep(_RETRY_S)
-    try:
-        return call()
-    except KafkaException as exc:
-        msg = f"{what} failed {_ATTEMPTS} times: {exc}"
-        raise TransientError(msg) from None
+        The last failure names the brokers. An Entra identity that got no token fails at once, with Entra's reason
+        (librdkafka only says its token is not set): retrying cannot mend a refused identity, a person must.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return call()
+            except KafkaException as exc:
+                refused = token_failure(self._options)
+                if refused is None and attempt < _ATTEMPTS:
+                    log.warning("%s failed (%s); trying again", what, exc)
+                    time.sleep(_RETRY_S)
+                    continue
+                tries = "once" if attempt == 1 else f"{attempt} times"
+                msg = f"{what} from {self._options.get('bootstrap.servers')} failed {tries}: {refused or exc}"
+                raise TransientError(msg) from None

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from connector.config import SourceSettings
 from connector.kafka_client import client_config
+from connector.kafka_token import token_failure
 from connector.operate.health import HealthState
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,8 @@ class BrokerCheck:
 
     def __init__(self, source: SourceSettings, health: HealthState, interval_s: float) -> None:
         self._bootstrap = source.bootstrap_servers
-        self._admin = AdminClient(client_config(source))
+        self._options = client_config(source)
+        self._admin = AdminClient(self._options)
         self._health = health
         self._interval_s = interval_s
         self._timeout_s = max(1.0, min(10.0, interval_s))
@@ -45,10 +47,16 @@ class BrokerCheck:
         self._stopped.set()
 
     def check_once(self) -> str | None:
-        """One metadata request: ``None`` when a broker answered, else what went wrong."""
+        """One metadata request: ``None`` when a broker answered, else what went wrong.
+
+        An Entra identity that got no token is named with Entra's reason: librdkafka only says its token is not set.
+        """
         try:
             metadata = self._admin.list_topics(timeout=self._timeout_s)
         except KafkaException as exc:
+            refused = token_failure(self._options)
+            if refused is not None:
+                return refused
             error = exc.args[0] if exc.args else None
             return str(error.str()) if isinstance(error, KafkaError) else str(exc)
         if not metadata.brokers:

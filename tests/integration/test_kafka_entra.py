@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -38,6 +37,8 @@ from connector.spark.source import kafka_read_spec
 from connector.storage import LocalStorage
 from connector.stream.broker_check import BrokerCheck
 from connector.stream.preflight import check_kafka
+from tests.integration.test_broker_outage import readyz, wait_for
+from tests.integration.test_secrets import free_port
 from tests.integration.test_stream_kafka import assert_mirror_equals
 from tests.support.entra_double import EntraDouble
 from tests.support.kafka import REPO_ROOT
@@ -208,7 +209,9 @@ def test_run_mirrors_exactly_through_entra_across_token_expiries(
     entra: EntraDouble, oauth_bootstrap: str, tmp_path: Path
 ) -> None:
     """``run`` with the defaults (its own planner, the executors' readers) through a broker that takes only Entra
-    tokens: no password anywhere, the mirror exact after several token expiries mid-run, no error line."""
+    tokens: no password anywhere, the mirror exact after several token expiries mid-run, no error line. Then Entra
+    refuses the identity (a role or federated credential removed): /readyz turns 503 naming it, the job ends with
+    one ``error:`` line naming the identity and the broker, and the mirror is still exact."""
     client_id = f"mi-run-{uuid.uuid4().hex[:6]}"
     environment = entra.managed_identity_environment()
     prefix = "entrarun"
@@ -226,6 +229,7 @@ def test_run_mirrors_exactly_through_entra_across_token_expiries(
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+    port = free_port()
     config = tmp_path / "config.yaml"
     config.write_text(
         f"source:\n  bootstrap_servers: {oauth_bootstrap}\n  topics: '{prefix}\\..*'\n"
@@ -233,7 +237,7 @@ def test_run_mirrors_exactly_through_entra_across_token_expiries(
         f"  kafka_auth:\n    kind: entra\n    scope: {SCOPE}\n"
         f"    credential:\n      kind: managed_identity\n      client_id: {client_id}\n"
         f"landing_zone:\n  url: {tmp_path / 'lz'}\ncheckpoint: {tmp_path / 'cp'}\ntrigger: 2s\n"
-        "metrics:\n  port: 0\nmirror:\n  max_rows_per_file: 400\n"
+        f"metrics:\n  port: {port}\n  broker_check_s: 1\nmirror:\n  max_rows_per_file: 400\n"
     )
     assert "password" not in config.read_text() and not any("PASSWORD" in name for name in os.environ)
     log = tmp_path / "run.log"
@@ -253,13 +257,22 @@ def test_run_mirrors_exactly_through_entra_across_token_expiries(
             assert run.poll() is None, log.read_text()[-4000:]
             assert time.monotonic() < deadline, log.read_text()[-4000:]
             time.sleep(0.5)
-        run.send_signal(signal.SIGTERM)
-        assert run.wait(timeout=120) == 0, log.read_text()[-4000:]
+        assert readyz(port)[0] == 200, readyz(port)
+        before = log.read_text()
+        assert " ERROR " not in before and "error:" not in before, before[-4000:]
+        entra.refuse(client_id)
+        wait_for(lambda: readyz(port)[0] == 503, "/readyz 503 once Entra refuses the identity", log)
+        status, reason = readyz(port)
+        assert client_id in reason and "Entra ID gave no token" in reason, reason
+        # The planner's next listing fails (the job's sessions end with their tokens): the job ends, as it does
+        # when its credentials are refused, for Kubernetes to restart it once the identity is allowed again.
+        assert run.wait(timeout=300) != 0, log.read_text()[-4000:]
     finally:
         if run.poll() is None:
             run.kill()
-    output = log.read_text()
-    assert " ERROR " not in output and "error:" not in output, output[-4000:]
+    errors = [line for line in log.read_text().splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, log.read_text()[-4000:]
+    assert client_id in errors[0] and oauth_bootstrap in errors[0], errors[0]
     assert_mirror_equals(LocalStorage(tmp_path / "lz"), workload)
 
 

@@ -83,3 +83,20 @@ def test_a_topic_deleted_since_the_listing_is_left_out_and_other_errors_are_retr
         admin.failures = 3
         with pytest.raises(TransientError, match="3 times"):
             planner.partitions()
+
+
+def test_an_identity_entra_refused_fails_the_listing_at_once_naming_it_and_the_brokers() -> None:
+    """Retrying cannot mend a refused identity: no 3 × 30 s of waiting, and Entra's reason instead of librdkafka's
+    "token not set"."""
+    admin = _Admin({("db.a", 0): 3})
+    admin.failures = 3
+    planner = _planner(admin)
+    refusal = "Microsoft Entra ID gave no token to managed identity (client id mi-x) for https://ns/.default: no"
+    with (
+        mock.patch.object(offsets_planner, "token_failure", return_value=refusal),
+        mock.patch.object(offsets_planner.time, "sleep") as slept,
+        pytest.raises(TransientError) as failure,
+    ):
+        planner.partitions()
+    assert str(failure.value) == f"listing Kafka's topics from b:9092 failed once: {refusal}"
+    assert admin.failures == 2 and not slept.called
