@@ -7,46 +7,23 @@ daemon's start-up objects are frozen out of the workers' garbage collections (``
 ``connector.spark.python_worker`` does in a worker). pyspark itself comes from the installed package, compiled,
 rather than from the zip Spark puts first on the path (``connector.spark.installed_pyspark``). Nothing here starts
 a thread: forking stays safe.
-
-Spark starts one daemon per worker module: the batch tasks' (``pyspark.worker``, named by no argument) and, on the
-driver, one for each step of planning a Python data source (``pyspark.sql.worker.create_data_source``,
-``plan_data_source_read``, …), named as the daemon's argument. A planning step runs once or twice in a query's
-life and needs none of the batch code, so its daemon imports only its own module: the batch imports cost about
-0.5 CPU-s per daemon, paid on the driver while the query plans its first batch.
 """
 
 from __future__ import annotations
 
 import gc
-import importlib
-import sys
 
 from connector.spark.installed_pyspark import prefer_installed_pyspark
 
-#: What the batch tasks' workers import first: pyspark's worker, the tasks' functions and everything they import,
-#: librdkafka's admin client (a consumer's first topic listing, ``kafka_read._know_topics``) and pandas (pyarrow
-#: imports it on a worker's first ``pa.array`` of Python values, 0.3 CPU-s each).
-BATCH_TASK_IMPORTS = ("pyspark.worker", "confluent_kafka.admin", "pandas", "connector.spark.slices")
-BATCH_WORKER_MODULE = "pyspark.worker"
+prefer_installed_pyspark()  # before the imports below, which import pyspark
 
+import confluent_kafka.admin  # noqa: E402, F401 - a consumer's first topic listing imports it (``kafka_read._know_topics``)
+import pandas  # noqa: E402, F401 - pyarrow imports it on a worker's first ``pa.array`` of Python values (0.3 CPU-s each)
+import pyspark.worker  # noqa: E402, F401 - what each forked worker runs
+from pyspark import daemon  # noqa: E402
 
-def worker_module(argv: list[str]) -> str:
-    """The module this daemon's workers run, as PySpark's daemon reads it from its arguments."""
-    return argv[1] if len(argv) > 1 and argv[1].startswith("pyspark") else BATCH_WORKER_MODULE
-
-
-def preload(module: str) -> tuple[str, ...]:
-    """Import what the workers of ``module`` need before the daemon forks them; returns the modules imported."""
-    prefer_installed_pyspark()  # before any import of pyspark
-    wanted = BATCH_TASK_IMPORTS if module == BATCH_WORKER_MODULE else (module,)
-    for name in wanted:
-        importlib.import_module(name)
-    return wanted
-
+import connector.spark.slices  # noqa: E402, F401 - the batch tasks' functions and everything they import
 
 if __name__ == "__main__":
-    preload(worker_module(sys.argv))
-    from pyspark import daemon
-
     gc.freeze()
     daemon.manager()
