@@ -26,8 +26,11 @@ log = logging.getLogger(__name__)
 #: Kafka's own topics: Spark's consumer leaves them out of a pattern subscription (``exclude.internal.topics``).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 #: As Spark's Kafka source (``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``): a leader moving mends itself.
-_ATTEMPTS = 3
-_RETRY_S = 1.0
+#: Pauses between attempts after a client error: about two minutes in all, so a broker restart or a leader election
+#: passes without ending the query (Spark's Kafka source waited through them as well, each of its attempts bounded by
+#: the consumer's 60 s API timeout), while /readyz says the brokers are unreachable (``BrokerCheck``). A longer outage
+#: ends the query with one line, and Kubernetes restarts the job.
+_PAUSES_S = (1.0, 1.0, 2.0, 4.0, 8.0, 15.0, 15.0, 15.0, 15.0, 15.0, 15.0, 15.0)
 #: The partition's topic went away between the listing and the offsets: it is simply no longer planned.
 _GONE = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION})
 
@@ -91,7 +94,7 @@ class OffsetsPlanner:
         return sorted_offsets(offsets)
 
     def _retried(self, call: Callable[[], T], what: str) -> T:
-        """``call``, tried again after a client error, ``_ATTEMPTS`` times in all.
+        """``call``, tried again after a client error after each of ``_PAUSES_S``.
 
         The last failure names the brokers. An Entra identity that got no token fails at once, with Entra's reason
         (librdkafka only says its token is not set): retrying cannot mend a refused identity, a person must.
@@ -103,9 +106,9 @@ class OffsetsPlanner:
                 return call()
             except KafkaException as exc:
                 refused = token_failure(self._options)
-                if refused is None and attempt < _ATTEMPTS:
+                if refused is None and attempt <= len(_PAUSES_S):
                     log.warning("%s failed (%s); trying again", what, exc)
-                    time.sleep(_RETRY_S)
+                    time.sleep(_PAUSES_S[attempt - 1])
                     continue
                 tries = "once" if attempt == 1 else f"{attempt} times"
                 msg = f"{what} from {self._options.get('bootstrap.servers')} failed {tries}: {refused or exc}"
