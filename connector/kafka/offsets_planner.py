@@ -25,11 +25,10 @@ log = logging.getLogger(__name__)
 
 #: Kafka's own topics: Spark's consumer leaves them out of a pattern subscription (``exclude.internal.topics``).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-#: As Spark's Kafka source (``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``): a leader moving mends itself.
 #: Pauses between attempts after a client error: about two minutes in all, so a broker restart or a leader election
-#: passes without ending the query (Spark's Kafka source waited through them as well, each of its attempts bounded by
-#: the consumer's 60 s API timeout), while /readyz says the brokers are unreachable (``BrokerCheck``). A longer outage
-#: ends the query with one line, and Kubernetes restarts the job.
+#: passes without ending the query (Spark's Kafka source waited through them as well, each of its three attempts
+#: bounded by the consumer's 60 s API timeout), while /readyz says the brokers are unreachable (``BrokerCheck``). A
+#: longer outage ends the query with one line, and Kubernetes restarts the job.
 _PAUSES_S = (1.0, 1.0, 2.0, 4.0, 8.0, 15.0, 15.0, 15.0, 15.0, 15.0, 15.0, 15.0)
 #: The partition's topic went away between the listing and the offsets: it is simply no longer planned.
 _GONE = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION})
