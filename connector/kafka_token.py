@@ -21,16 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import SecretStr
-
 from connector.errors import ConfigError
 from connector.secrets import has_secret_reference
-from connector.storage.identity import CredentialConfig
 
 if TYPE_CHECKING:
-    # azure-identity (0.2 s of imports) only where a token is asked for: every Python process Spark starts for the
-    # Kafka source imports this module, and most deployments never use Entra ID for Kafka.
+    # azure-identity (0.2 s of imports) only where a token is asked for, and pydantic (the identity's settings) only
+    # where an Entra identity is described or read back: every Python process Spark starts for the Kafka source
+    # imports this module, and most deployments never use Entra ID for Kafka.
     from connector.storage.credentials import StorageIdentity
+    from connector.storage.identity import CredentialConfig
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +72,9 @@ class EntraAuth:
             ConfigError: A secret is written inline: it would travel (and show) with the options, so only a
                 ``${env:X}`` / ``${file:P}`` reference or a ``*_file`` setting is taken.
         """
+        # pydantic is loaded already wherever an identity's settings exist (the driver's config): not imported above.
+        from pydantic import SecretStr
+
         fields: dict[str, Any] = {"scope": self.scope}
         for name, value in self.identity:
             if isinstance(value, SecretStr):
@@ -94,6 +96,9 @@ class EntraAuth:
         """The description ``config_string`` wrote; ``None`` for any other ``sasl.oauthbearer.config``."""
         if not text.startswith(CONFIG_PREFIX):
             return None
+        # pydantic only once an Entra identity is read back: not in Spark's planning processes of other deployments.
+        from connector.storage.identity import CredentialConfig
+
         fields = json.loads(text.removeprefix(CONFIG_PREFIX))
         scope = fields.pop("scope")
         return cls(CredentialConfig.model_validate(fields), scope)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -29,15 +28,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+# The ranges and the read's settings are plain data of their own module (what Spark's planning processes import).
+from connector.collect.kafka_spec import DEBEZIUM_CONTEXT_HEADERS as DEBEZIUM_CONTEXT_HEADERS
+from connector.collect.kafka_spec import DEBEZIUM_HEADERS as DEBEZIUM_HEADERS
+from connector.collect.kafka_spec import HeaderChoice as HeaderChoice
+from connector.collect.kafka_spec import KafkaRange as KafkaRange
+from connector.collect.kafka_spec import KafkaReadSpec as KafkaReadSpec
 from connector.errors import ConnectorError, TransientError
 from connector.kafka_token import with_token_callback
 
 log = logging.getLogger(__name__)
-
-HeaderChoice = Literal["none", "debezium", "all"]
-#: ``debezium`` headers: Debezium's own, except its per-record context (``connector.spark.source`` filters alike).
-DEBEZIUM_HEADERS = "__debezium."
-DEBEZIUM_CONTEXT_HEADERS = "__debezium.context."
 
 #: Records asked of librdkafka's queue at a time (it prefetches in the background).
 _CONSUME_BATCH = 20_000
@@ -54,15 +54,6 @@ _REFUSED = frozenset(
     }
 )
 _HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-
-
-class KafkaRange(NamedTuple):
-    """Offsets ``[start, end)`` of one topic-partition in one micro-batch (``start`` -2: the log's start)."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
 
 
 class ReadGap(NamedTuple):
@@ -82,16 +73,6 @@ class ReadGap(NamedTuple):
 
 class KafkaRecordsLost(ConnectorError):
     """A micro-batch's range holds offsets Kafka no longer has (``failOnDataLoss``: never skipped silently)."""
-
-
-@dataclass(frozen=True)
-class KafkaReadSpec:
-    """How every task of the job reads its ranges: librdkafka's options and which columns the records need."""
-
-    options: tuple[tuple[str, str], ...]  # librdkafka settings, bootstrap servers and security included
-    headers: HeaderChoice = "none"
-    timestamps: bool = False
-    stall_timeout_s: float = 120.0  # no record and no end of partition for this long fails the task
 
 
 def read_ranges(spec: KafkaReadSpec, ranges: Sequence[KafkaRange]) -> pa.Table:

@@ -29,7 +29,7 @@ class SourceRefused(ConnectorError):
 
 
 class BatchFailed(ConnectorError):
-    """A connector error raised inside ``foreachBatch``, carried out of Spark as text."""
+    """A connector error raised in ``foreachBatch``, or planning a batch (our source): carried out of Spark as text."""
 
 
 class QueryFailed(ConnectorError):
@@ -81,6 +81,12 @@ _AUTH_MARKERS = ("SaslAuthenticationException", "AuthenticationException", "SslA
 # A connector exception at the end of a Python traceback inside the JVM text:
 # "connector.storage.errors.StorageError: cannot write ...".
 _CONNECTOR_ERROR_LINE = re.compile(r"^(?P<type>connector(?:\.\w+)+?\.(?P<name>\w+)): (?P<message>.+)$", re.MULTILINE)
+# Spark's wrapping of an error raised in one of the Python data source's planning steps (the connector's own Kafka
+# source, ``source.planner: python``): PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR (its planner: initialOffset,
+# latestOffset, partitions, ...) and PYTHON_DATA_SOURCE_ERROR (creating the source, planning its read).
+_PLANNING_FAILED = re.compile(
+    r"Failed when Python streaming data source perform \w+:|Failed to (?:create|plan) Python data source"
+)
 
 
 _PYTHON_TRACEBACK = "Traceback (most recent call last):"
@@ -135,7 +141,9 @@ def explain_query_failure(text: str, on_data_lost: str = "stop") -> ConnectorErr
     raised = list(_CONNECTOR_ERROR_LINE.finditer(text))
     if raised:
         last = raised[-1]
-        return BatchFailed(f"{last['message'].strip()} ({last['name']} in a micro-batch)")
+        planning = _PLANNING_FAILED.search(text, 0, last.start())
+        where = "while planning a micro-batch" if planning else "in a micro-batch"
+        return BatchFailed(f"{last['message'].strip()} ({last['name']} {where})")
     return None
 
 

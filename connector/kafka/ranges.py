@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from connector.collect.kafka_read import KafkaRange
+from connector.collect.kafka_spec import KafkaRange
 from connector.errors import LandingZoneCorrupt
 from connector.kafka.spark_checkpoint import GARBLED_RECOVERY, SparkCheckpoint
 from connector.publish.source_offsets import kafka_offsets

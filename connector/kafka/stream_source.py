@@ -9,6 +9,11 @@ source to the other in either direction and every tool that reads or rewrites th
 The planner runs in a Python process Spark starts for it; ``read`` (only when the frame is read:
 ``spark.decode_on: driver``) runs in the executors' workers. The Kafka client options, secrets included, travel in
 the data source class itself (``configured_source``), never in the reader's options, which Spark may show.
+
+Spark starts a Python process for each step of planning (creating the source, planning the read, the long-lived
+planner), one after another before the first batch, and each one imports this module: it imports only plain data
+at its top (``connector.collect.kafka_spec``), librdkafka where offsets are asked for and the Arrow reader only in
+``read``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -29,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, read_ranges
+from connector.collect.kafka_spec import KafkaRange, KafkaReadSpec
 from connector.kafka.admission import (
     Offsets,
     TriggerDelay,
@@ -40,7 +45,9 @@ from connector.kafka.admission import (
     starting_offsets,
 )
 from connector.kafka.initial_offsets import read_initial_offsets, write_initial_offsets
-from connector.kafka.offsets_planner import OffsetsPlanner
+
+if TYPE_CHECKING:
+    from connector.kafka.offsets_planner import OffsetsPlanner
 
 #: The name ``spark.readStream.format`` takes.
 SOURCE_NAME = "connector_kafka"
@@ -158,6 +165,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _offsets_planner(self) -> OffsetsPlanner:
         if self._planner is None:
+            # librdkafka only in the process that plans: Spark's processes that create the source and plan the
+            # read import this module too, and need no client.
+            from connector.kafka.offsets_planner import OffsetsPlanner
+
             self._planner = OffsetsPlanner(self._admin_options, self._plan.pattern)
         return self._planner
 
@@ -222,6 +233,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._read_spec is None or not isinstance(partition, KafkaRanges):
             msg = "the Kafka source was not configured to read records (configured_source)"
             raise RuntimeError(msg)
+        # Arrow and librdkafka's consumer only here, in the executors' workers: not in Spark's planning processes.
+        from connector.collect.kafka_read import read_ranges
+
         yield from read_ranges(self._read_spec, partition.ranges).to_batches()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.collect.kafka_read import KafkaRange
+from connector.collect.kafka_spec import KafkaRange
 from connector.config import SourceSettings
 from connector.errors import ConfigError
 from connector.kafka.initial_offsets import write_initial_offsets

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.collect.kafka_read import KafkaRange
+from connector.collect.kafka_spec import KafkaRange
 from connector.config import ConnectorSettings, MirrorSettings, SourceSettings, SparkSettings
 from connector.errors import LandingZoneCorrupt
 from connector.kafka.ranges import RangeSplit, batch_ranges, initial_offsets

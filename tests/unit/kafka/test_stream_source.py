@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from connector.collect.kafka_read import KafkaRange, KafkaReadSpec
+from connector.collect.kafka_spec import KafkaRange, KafkaReadSpec
 from connector.config import SourceSettings
 from connector.errors import ConfigError
+from connector.healing.query_failure import BatchFailed, explain_query_failure
 from connector.kafka.admission import Offsets
 from connector.kafka.initial_offsets import initial_offsets_path
 from connector.kafka.stream_source import (
@@ -164,3 +165,32 @@ def test_settings_spark_s_planner_would_refuse_are_refused_by_name(tmp_path: Pat
 def test_which_source_plans(settings: dict[str, Any], python: bool) -> None:
     source = SourceSettings(**{"kind": "kafka", "bootstrap_servers": "b:9092", **settings})
     assert plans_with_python(source) is python
+
+
+#: How Spark 4.2 ends a query whose Python source failed to plan (captured from a real query; paths shortened).
+_PLANNING_FAILURE = (
+    "[STREAM_FAILED] Query [id = 08cf8009, runId = 89d10c08] terminated with exception: "
+    "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform latestOffset: "
+    "Traceback (most recent call last):\n"
+    '  File "/spark/pyspark.zip/pyspark/sql/streaming/python_streaming_source_runner.py", line 269, in main\n'
+    '  File "/app/connector/kafka/stream_source.py", line 190, in latestOffset\n'
+    "connector.errors.TransientError: listing Kafka's topics from b:9092 failed 13 times: KafkaError{code=_TRANSPORT}\n"
+    " SQLSTATE: 38000 SQLSTATE: XXKST\n=== Streaming Query ===\nCurrent State: ACTIVE\n"
+)
+
+
+def test_a_failure_while_planning_says_planning_and_one_in_a_batch_says_batch() -> None:
+    planning = explain_query_failure(_PLANNING_FAILURE)
+    assert isinstance(planning, BatchFailed)
+    assert str(planning) == (
+        "listing Kafka's topics from b:9092 failed 13 times: KafkaError{code=_TRANSPORT} "
+        "(TransientError while planning a micro-batch)"
+    )
+    created = "[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: Traceback ...\n"
+    assert "while planning" in str(explain_query_failure(created + "connector.errors.ConfigError: bad\n"))
+    in_batch = (
+        "py4j.Py4JException: An exception was raised by the Python Proxy. Return Message: Traceback (most "
+        'recent call last):\n  File "/x/sink.py", line 10, in publish\n'
+        "connector.storage.errors.StorageError: cannot write /lz/t/_tmp_1.part (create): No space left on device\n"
+    )
+    assert str(explain_query_failure(in_batch)).endswith("(StorageError in a micro-batch)")
