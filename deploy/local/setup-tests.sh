@@ -57,6 +57,9 @@ log "pip install -e . --no-deps, then -r requirements/test.txt"
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q --no-deps -e .
 .venv/bin/pip install -q --require-hashes -r requirements/test.txt
+# Spark's bundled pyspark/py4j zips duplicate the installed packages, uncompiled: without them the Python processes
+# Spark starts to plan the Kafka source import pyspark compiled (connector/spark/installed_pyspark.py).
+.venv/bin/python -m connector.spark.installed_pyspark
 
 log "jar sets from Maven Central"
 bash deploy/local/fetch-jars.sh kafka spark-kafka connect-debezium connect-debezium-mariadb connect-avro apicurio-registry

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from connector.spark.installed_pyspark import prefer_installed_pyspark, without_bundled_zips
+from connector.spark.installed_pyspark import (
+    bundled_zips,
+    prefer_installed_pyspark,
+    remove_bundled_zips,
+    without_bundled_zips,
+)
 
 
 def _installed_pyspark(site: Path) -> Path:
@@ -48,3 +53,21 @@ def test_the_dropped_zips_leave_the_importer_cache(tmp_path: Path, monkeypatch: 
 
     assert sys.path == [str(site)]
     assert list(sys.path_importer_cache) == [str(site)]
+
+
+def test_the_install_step_removes_only_the_zips_the_installed_packages_duplicate(tmp_path: Path) -> None:
+    # ``python -m connector.spark.installed_pyspark`` after pip: the planning processes Spark starts under its own
+    # daemon then import the compiled package (the zips' path entries no longer exist).
+    site = tmp_path / "site-packages"
+    lib = _installed_pyspark(site)
+    duplicated = [lib / "pyspark.zip", lib / f"py4j-{metadata.version('py4j')}-src.zip"]
+    assert bundled_zips(site / "pyspark") == sorted(duplicated)
+    assert bundled_zips(tmp_path / "opt" / "spark-home" / "pyspark") == []  # no such package: nothing
+
+
+def test_this_environment_s_pyspark_has_no_bundled_zips_left() -> None:
+    # deploy/local/setup-tests.sh runs the install step; without it every run's planning processes compile pyspark.
+    import pyspark  # noqa: PLC0415 - only this test needs the real package
+
+    assert bundled_zips(Path(pyspark.__file__).parent) == [], "run: bash deploy/local/setup-tests.sh"
+    assert remove_bundled_zips() == []
