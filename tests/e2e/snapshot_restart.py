@@ -1,9 +1,9 @@
 """Debezium killed in the middle of its initial snapshot, on the real stacks (issue 25).
 
-``up_killed_mid_snapshot`` brings a stack up on a database holding a ``big`` table (``BIG_ROWS`` rows) and
-two small ones, SIGKILLs the Kafka Connect worker once the ``big`` topic holds ``kill_after`` records (its
-initial snapshot is then half done), keeps changing ``big`` (updates, deletes, inserts) while Connect is down
-and after, and brings Connect back with ``stack.sh up`` (the connector is registered already, so Debezium
+``up_killed_mid_snapshot`` brings a stack up on a database holding a ``big`` table (``rows`` rows, ``BIG_ROWS``
+unless told) and two small ones, SIGKILLs the Kafka Connect worker once the ``big`` topic holds ``kill_after``
+records (its initial snapshot is then under way), keeps changing ``big`` (updates, deletes, inserts) while Connect
+is down and after, and brings Connect back with ``stack.sh up`` (the connector is registered already, so Debezium
 starts again from its last committed offsets). ``snapshot_runs`` tells what Debezium sent: the runs of
 ``source.snapshot`` values per table, in Kafka order.
 
@@ -92,6 +92,8 @@ class Changer:
     """Keeps changing ``big`` in its own thread: an update, a delete and an insert per round."""
 
     execute: Callable[[str], None]
+    rows: int = BIG_ROWS
+    """The keys ``big`` was created with: the range updates and deletes pick from."""
     seed: int = 25
     rounds: int = 0
     stop_event: threading.Event = field(default_factory=threading.Event)
@@ -99,9 +101,9 @@ class Changer:
     next_id: int = BIG_ROWS + 1
 
     def round(self, rng: random.Random) -> None:
-        key = rng.randint(1, BIG_ROWS)
+        key = rng.randint(1, self.rows)
         self.execute(f"UPDATE big SET n = n + 1, note = 'updated {self.rounds}' WHERE id = {key}")
-        self.execute(f"DELETE FROM big WHERE id = {rng.randint(1, BIG_ROWS)}")
+        self.execute(f"DELETE FROM big WHERE id = {rng.randint(1, self.rows)}")
         self.execute(f"INSERT INTO big VALUES ({self.next_id}, {self.rounds}, 'inserted')")
         self.next_id += 1
         self.rounds += 1
@@ -159,14 +161,17 @@ def db_url_from_state(state_dir: Path, source: str) -> str:
     return f"mysql://mirror:{env['DB_PASSWORD']}@127.0.0.1:{env['DB_PORT']}/mirror"
 
 
-def up_killed_mid_snapshot(state_dir: Path, source: str, kill_after: int = 60_000) -> tuple[dict[str, str], Changer]:
-    """The stack up after Connect was SIGKILLed mid-snapshot of ``big``; ``big`` changed before and after.
+def up_killed_mid_snapshot(
+    state_dir: Path, source: str, kill_after: int = 60_000, rows: int = BIG_ROWS
+) -> tuple[dict[str, str], Changer]:
+    """The stack up after Connect was SIGKILLed mid-snapshot of ``big`` (``rows`` rows, killed once its topic holds
+    ``kill_after`` records); ``big`` changed before and after.
 
     Returns ``stack.sh up``'s values (plus ``state_dir`` and ``big_topic``) and the changer, still running:
     stop it with ``changer.stop_event.set()``.
     """
     sql_file = state_dir / "init.sql"
-    sql_file.write_text(init_sql(source), encoding="utf-8")
+    sql_file.write_text(init_sql(source, rows), encoding="utf-8")
     source_args = ("--source", "mariadb") if source == "mariadb" else ()
     env = dict(os.environ, STATE_DIR=str(state_dir))
     log = open(state_dir / "stack-sh.log", "a", encoding="utf-8")  # noqa: SIM115 - closed below
@@ -195,7 +200,7 @@ def up_killed_mid_snapshot(state_dir: Path, source: str, kill_after: int = 60_00
         time.sleep(0.2)
     first.wait(timeout=300)
     log.close()
-    changer = Changer(sql_executor(source, db_url_from_state(state_dir, source)))
+    changer = Changer(sql_executor(source, db_url_from_state(state_dir, source)), rows=rows, next_id=rows + 1)
     thread = threading.Thread(target=changer.run, daemon=True)
     thread.start()
     time.sleep(1)  # changes while Debezium is down (they go on through Connect's restart below as well)

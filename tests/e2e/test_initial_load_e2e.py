@@ -1,7 +1,7 @@
 """Initial loads on the real stacks (issue 25): Debezium SIGKILLed in the middle of its initial snapshot.
 
-The stack comes up on a 200k-row ``big`` table and two small ones; Kafka Connect is killed once ``big``'s topic
-holds 60k reads, ``big`` keeps changing (updates, deletes, inserts) while Connect is down and after, and Connect
+The stack comes up on an 80k-row ``big`` table and two small ones; Kafka Connect is killed once ``big``'s topic
+holds 20k reads, ``big`` keeps changing (updates, deletes, inserts) while Connect is down and after, and Connect
 comes back: Debezium starts its snapshot again from the first row (``source.snapshot`` ``first`` again, on
 Postgres and MariaDB alike) and the changes made between the passes reach Kafka only as the second pass's
 reads. The connector, streaming, must rebuild ``big`` (its initial load saw a second pass), publish the small
@@ -33,6 +33,14 @@ pytestmark = pytest.mark.e2e
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VERIFY_TIMEOUT_S = 900
+# Every row of big is read up to four times (the killed pass, the second pass, the rebuild's incremental snapshot,
+# verify), so big is no larger than the kill needs. The kill is placed by progress (the topic's size, polled every
+# 0.2 s), and what it needs is the snapshot still running then: the 60,000 reads after the kill point take ~3 s at
+# 20k rows/s (Debezium read ~6k rows/s here on a loaded Intel Xeon: this allows a machine three times as fast),
+# ten times the ~6,000 reads a polling step (~0.3 s) can overshoot at that speed; and the snapshot counts as done
+# only after Connect's next offset commit (every 10 s on this stack), later still.
+BIG_TABLE_ROWS = 80_000
+KILL_AFTER_READS = 20_000
 
 
 def _verify(source_url: str, landing: Path, schema: str) -> subprocess.CompletedProcess[str]:
@@ -48,7 +56,7 @@ def _verify(source_url: str, landing: Path, schema: str) -> subprocess.Completed
 
 def _rebuilt(checkpoint: Path, schema: str) -> bool:
     """Whether big's rebuild ran and its snapshot completed (the ledger, read beside the running job): ``verify``
-    reads the whole 200k-row table, so it runs only once it can pass instead of beside the rebuild's snapshot."""
+    reads the whole table, so it runs only once it can pass instead of beside the rebuild's snapshot."""
     try:
         table = BatchLedger(LocalStorage(str(checkpoint))).state.tables.get(f"{schema}.big")
     except Exception:  # noqa: BLE001 - the job may not have written its ledger yet
@@ -64,12 +72,12 @@ def _has_marker(path: Path) -> bool:
 def test_debezium_killed_mid_snapshot_rebuilds_the_table_and_ends_exact(source: str, tmp_path: Path) -> None:
     state_dir = Path(tempfile.mkdtemp(prefix=f"e2e-initial-load-{source}-"))
     state_dir.chmod(0o755)
-    # The rebuild's incremental snapshot of 200k rows: Debezium takes ~0.5 s per chunk whatever its size (41
-    # chunks of 5,000 took 20 s), so 10 chunks.
+    # The rebuild's incremental snapshot of big: Debezium takes ~0.5 s per chunk whatever its size (41 chunks of
+    # 5,000 took 20 s), so 4 chunks.
     os.environ["INCREMENTAL_SNAPSHOT_CHUNK_SIZE"] = "20000"
     run: subprocess.Popen[bytes] | None = None
     try:
-        values, changer = up_killed_mid_snapshot(state_dir, source)
+        values, changer = up_killed_mid_snapshot(state_dir, source, KILL_AFTER_READS, BIG_TABLE_ROWS)
         source_url = values["postgres"] if source == "postgres" else values["mariadb"]
         schema = "public" if source == "postgres" else "mirror"
         config = tmp_path / "mirror.yaml"
