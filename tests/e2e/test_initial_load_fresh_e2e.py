@@ -1,6 +1,6 @@
 """A fresh initial load on the real stacks (issue 25): marker-free, our connector SIGKILLed mid-load, then changes.
 
-One scenario per source (Postgres and MariaDB), to keep CI short: the stack comes up on a 200k-row ``big`` table and
+One scenario per source (Postgres and MariaDB), to keep CI short: the stack comes up on an 80k-row ``big`` table and
 two small ones; ``python -m connector run`` starts as soon as Kafka runs (before Kafka Connect and Debezium),
 publishes the initial load in batches of at most ``MAX_OFFSETS_PER_TRIGGER`` records and is SIGKILLed (its whole
 process group: the Python driver, Spark's JVM and its Python workers) once ``big``'s folder holds a numbered file
@@ -33,7 +33,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.e2e.snapshot_restart import BIG_ROWS, init_sql, sql_executor, topic_size
+from tests.e2e.snapshot_restart import init_sql, sql_executor, topic_size
 from tests.e2e.stack_teardown import STACK_SH, down_and_delete
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +41,13 @@ pytestmark = pytest.mark.e2e
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UP_TIMEOUT_S = 900  # a failure costs CI at most this, not 25 minutes
 LOAD_TIMEOUT_S = 600
-MAX_OFFSETS_PER_TRIGGER = 40_000  # the 200k-row load spans five batches or more
+# big's rows: each is read at least three times (Debezium's snapshot, the load, verify), so no more than the kill
+# needs: a load of several batches. The kill is placed by the connector's progress (a staged file, else half the
+# load published, polled every 0.02 s), and batches read at most MAX_OFFSETS_PER_TRIGGER records and start at least
+# a second apart (the 1 s trigger), so past half the load at least two more batches are to come: mid-load on any
+# machine.
+BIG_ROWS = 80_000
+MAX_OFFSETS_PER_TRIGGER = 16_000  # the 80k-row load spans five batches or more
 ROW_MARKER = "__rowMarker__"
 NUMBERED = re.compile(r"^\d{20}\.parquet$")
 TABLES = ("big", "small_a", "small_b")
@@ -51,11 +57,13 @@ SENTINEL = 900_000  # the key each table's last change inserts: once published, 
 # As soon as Debezium streams (the restarted connector is still publishing the load): keys published before the
 # kill and keys still to be published.
 CHANGES_MID_LOAD = (
-    "UPDATE big SET n = n + 1, note = 'updated while down' WHERE id IN (1, 2, 100000, 199999, 200000)",
+    "UPDATE big SET n = n + 1, note = 'updated while down' "
+    f"WHERE id IN (1, 2, {BIG_ROWS // 2}, {BIG_ROWS - 1}, {BIG_ROWS})",
     "UPDATE big SET n = n + 7 WHERE id % 1000 = 0",
-    "DELETE FROM big WHERE id IN (3, 150000, 199998)",
+    f"DELETE FROM big WHERE id IN (3, {BIG_ROWS * 3 // 4}, {BIG_ROWS - 2})",
     "DELETE FROM big WHERE id % 997 = 0",
-    "INSERT INTO big VALUES (200001, 1, 'inserted'), (200002, 2, 'inserted'), (200003, 3, 'inserted')",
+    "INSERT INTO big VALUES "
+    f"({BIG_ROWS + 1}, 1, 'inserted'), ({BIG_ROWS + 2}, 2, 'inserted'), ({BIG_ROWS + 3}, 3, 'inserted')",
     "DELETE FROM big WHERE id = 5",
     "INSERT INTO big VALUES (5, 5, 're-inserted')",
     "UPDATE small_a SET name = 'a1 updated' WHERE id = 1",
@@ -66,8 +74,8 @@ CHANGES_MID_LOAD = (
 )
 # Once the restarted connector has published the whole initial load.
 CHANGES_STREAMED = (
-    "UPDATE big SET note = 'updated while streaming' WHERE id IN (4, 6, 200001, 123456)",
-    "DELETE FROM big WHERE id IN (7, 200002, 180000)",
+    f"UPDATE big SET note = 'updated while streaming' WHERE id IN (4, 6, {BIG_ROWS + 1}, {BIG_ROWS * 5 // 8 + 3456})",
+    f"DELETE FROM big WHERE id IN (7, {BIG_ROWS + 2}, {BIG_ROWS * 9 // 10})",
     f"INSERT INTO big VALUES ({SENTINEL}, 0, 'last change')",
     "UPDATE small_a SET name = 'a3 updated' WHERE id = 3",
     "DELETE FROM small_a WHERE id = 4",
@@ -139,7 +147,7 @@ class Stack:
     def __init__(self, state_dir: Path, source: str) -> None:
         self.state_dir = state_dir
         sql_file = state_dir / "init.sql"
-        sql_file.write_text(init_sql(source), encoding="utf-8")
+        sql_file.write_text(init_sql(source, BIG_ROWS), encoding="utf-8")
         source_args = ["--source", "mariadb"] if source == "mariadb" else []
         self.log_path = state_dir / "stack-sh.log"
         with self.log_path.open("a", encoding="utf-8") as err:
