@@ -225,6 +225,9 @@ def wait_until_mirror_equals_source(
     reports: list[Any] = []
     while time.monotonic() < deadline:
         assert connector.process is not None and connector.process.poll() is None, connector.log()[-4000:]
+        if not (tmp / "lz").is_dir():  # the connector makes it once started: on a loaded machine, after the watermark
+            time.sleep(1)
+            continue
         reports = verify(stack["postgres"], str(tmp / "lz"), ignore=ignore)
         if all(r.ok and r.source_rows == r.mirror_rows for r in reports):
             return
