@@ -197,7 +197,7 @@ def up_killed_mid_snapshot(
             if size >= kill_after:
                 os.kill(int(pid_file.read_text().strip()), 9)
                 break
-        time.sleep(0.2)
+        time.sleep(0.05)  # a step's overshoot is what the kill's margin must cover: the snapshot goes on meanwhile
     first.wait(timeout=300)
     log.close()
     changer = Changer(sql_executor(source, db_url_from_state(state_dir, source)), rows=rows, next_id=rows + 1)

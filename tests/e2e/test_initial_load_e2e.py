@@ -1,7 +1,7 @@
 """Initial loads on the real stacks (issue 25): Debezium SIGKILLed in the middle of its initial snapshot.
 
-The stack comes up on an 80k-row ``big`` table and two small ones; Kafka Connect is killed once ``big``'s topic
-holds 20k reads, ``big`` keeps changing (updates, deletes, inserts) while Connect is down and after, and Connect
+The stack comes up on a 60k-row ``big`` table and two small ones; Kafka Connect is killed once ``big``'s topic
+holds 15k reads, ``big`` keeps changing (updates, deletes, inserts) while Connect is down and after, and Connect
 comes back: Debezium starts its snapshot again from the first row (``source.snapshot`` ``first`` again, on
 Postgres and MariaDB alike) and the changes made between the passes reach Kafka only as the second pass's
 reads. The connector, streaming, must rebuild ``big`` (its initial load saw a second pass), publish the small
@@ -35,12 +35,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 VERIFY_TIMEOUT_S = 900
 # Every row of big is read up to four times (the killed pass, the second pass, the rebuild's incremental snapshot,
 # verify), so big is no larger than the kill needs. The kill is placed by progress (the topic's size, polled every
-# 0.2 s), and what it needs is the snapshot still running then: the 60,000 reads after the kill point take ~3 s at
-# 20k rows/s (Debezium read ~6k rows/s here on a loaded Intel Xeon: this allows a machine three times as fast),
-# ten times the ~6,000 reads a polling step (~0.3 s) can overshoot at that speed; and the snapshot counts as done
-# only after Connect's next offset commit (every 10 s on this stack), later still.
-BIG_TABLE_ROWS = 80_000
-KILL_AFTER_READS = 20_000
+# 0.05 s), and what it needs is the snapshot still running then: the 45,000 reads after the kill point take ~2.2 s
+# at 20k rows/s (Debezium read ~6k rows/s here on a loaded Intel Xeon: this allows a machine three times as fast),
+# over twenty times the ~2,000 reads a polling step (~0.1 s) can overshoot at that speed; and the snapshot counts as
+# done only after Connect's next offset commit (every 10 s on this stack), later still.
+BIG_TABLE_ROWS = 60_000
+KILL_AFTER_READS = 15_000
 
 
 def _verify(source_url: str, landing: Path, schema: str) -> subprocess.CompletedProcess[str]:
@@ -72,8 +72,8 @@ def _has_marker(path: Path) -> bool:
 def test_debezium_killed_mid_snapshot_rebuilds_the_table_and_ends_exact(source: str, tmp_path: Path) -> None:
     state_dir = Path(tempfile.mkdtemp(prefix=f"e2e-initial-load-{source}-"))
     state_dir.chmod(0o755)
-    # The rebuild's incremental snapshot of big: Debezium takes ~0.5 s per chunk whatever its size (41 chunks of
-    # 5,000 took 20 s), so 4 chunks.
+    # The rebuild's incremental snapshot of big in 3 chunks (the stack's default of 100 rows would make 600: Debezium
+    # spends time on each chunk whatever its size).
     os.environ["INCREMENTAL_SNAPSHOT_CHUNK_SIZE"] = "20000"
     run: subprocess.Popen[bytes] | None = None
     try:
