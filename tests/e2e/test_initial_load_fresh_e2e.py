@@ -1,6 +1,6 @@
 """A fresh initial load on the real stacks (issue 25): marker-free, our connector SIGKILLed mid-load, then changes.
 
-One scenario per source (Postgres and MariaDB), to keep CI short: the stack comes up on an 80k-row ``big`` table and
+One scenario per source (Postgres and MariaDB), to keep CI short: the stack comes up on a 40k-row ``big`` table and
 two small ones; ``python -m connector run`` starts as soon as Kafka runs (before Kafka Connect and Debezium),
 publishes the initial load in batches of at most ``MAX_OFFSETS_PER_TRIGGER`` records and is SIGKILLed (its whole
 process group: the Python driver, Spark's JVM and its Python workers) once ``big``'s folder holds a numbered file
@@ -46,8 +46,8 @@ LOAD_TIMEOUT_S = 600
 # load published, polled every 0.02 s), and batches read at most MAX_OFFSETS_PER_TRIGGER records and start at least
 # a second apart (the 1 s trigger), so past half the load at least two more batches are to come: mid-load on any
 # machine.
-BIG_ROWS = 80_000
-MAX_OFFSETS_PER_TRIGGER = 16_000  # the 80k-row load spans five batches or more
+BIG_ROWS = 40_000
+MAX_OFFSETS_PER_TRIGGER = 8_000  # the 40k-row load spans five batches or more
 ROW_MARKER = "__rowMarker__"
 NUMBERED = re.compile(r"^\d{20}\.parquet$")
 TABLES = ("big", "small_a", "small_b")
