@@ -28,12 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-# The ranges and the read's settings are plain data of their own module (what Spark's planning processes import).
-from connector.collect.kafka_spec import DEBEZIUM_CONTEXT_HEADERS as DEBEZIUM_CONTEXT_HEADERS
-from connector.collect.kafka_spec import DEBEZIUM_HEADERS as DEBEZIUM_HEADERS
-from connector.collect.kafka_spec import HeaderChoice as HeaderChoice
-from connector.collect.kafka_spec import KafkaRange as KafkaRange
-from connector.collect.kafka_spec import KafkaReadSpec as KafkaReadSpec
+from connector.collect.kafka_spec import (
+    DEBEZIUM_CONTEXT_HEADERS,
+    DEBEZIUM_HEADERS,
+    HeaderChoice,
+    KafkaRange,
+    KafkaReadSpec,
+)
 from connector.errors import ConnectorError, TransientError
 from connector.kafka_token import with_token_callback
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, ReadGap, read_ranges, read_ranges_past_gaps
+from connector.collect.kafka_read import ReadGap, read_ranges, read_ranges_past_gaps
+from connector.collect.kafka_spec import KafkaRange, KafkaReadSpec
 from connector.collect.pieces import CollectContext, Collected
 from connector.collect.slice import collect_slice
 from connector.collect.staging import stage_slice

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from connector.collect.kafka_read import DEBEZIUM_CONTEXT_HEADERS, DEBEZIUM_HEADERS, HeaderChoice, KafkaReadSpec
+from connector.collect.kafka_spec import DEBEZIUM_CONTEXT_HEADERS, DEBEZIUM_HEADERS, HeaderChoice, KafkaReadSpec
 from connector.collect.poison import dead_letter_in_use
 from connector.config import ConnectorSettings, MirrorSettings, SourceSettings
 from connector.errors import ConfigError

@@ -15,7 +15,8 @@ import threading
 from functools import partial
 from typing import TYPE_CHECKING
 
-from connector.collect.kafka_read import KafkaReadSpec, warm_consumer
+from connector.collect.kafka_read import warm_consumer
+from connector.collect.kafka_spec import KafkaReadSpec
 from connector.spark.python_worker import prepare_worker
 
 if TYPE_CHECKING:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from connector.collect.kafka_read import KafkaReadSpec, ReadGap
+from connector.collect.kafka_read import ReadGap
+from connector.collect.kafka_spec import KafkaReadSpec
 from connector.collect.pieces import CollectContext, Collected
 from connector.healing.data_loss import TopicIds
 from connector.healing.data_loss_healing import heal_in_batch, lost_in_batch

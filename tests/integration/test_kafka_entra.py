@@ -28,7 +28,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, close_consumers, read_ranges
+from connector.collect.kafka_read import close_consumers, read_ranges
+from connector.collect.kafka_spec import KafkaRange, KafkaReadSpec
 from connector.config import ConnectorSettings, SourceSettings
 from connector.kafka_client import client_config
 from connector.operate.health import HealthState

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from connector.collect.kafka_read import KafkaRange, KafkaReadSpec, _RangeRead, close_consumers, read_ranges
+from connector.collect.kafka_read import _RangeRead, close_consumers, read_ranges
+from connector.collect.kafka_spec import KafkaRange, KafkaReadSpec
 from connector.errors import TransientError
 from connector.spark.source import DIRECT_READ_DEFAULTS
 
