@@ -2,7 +2,8 @@
 
 (a) a plain confluent-kafka consumer reading the same topic and decoding nothing, and (b) pyarrow alone
 writing the same rows as Parquet. The job's rate is events over the streaming query's wall time
-(Spark's session start-up is excluded, reading Kafka and every batch are included).
+(Spark's session start-up is excluded; loading the source, as ``run`` does after the session, reading Kafka and
+every batch are included).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from benchmarks.events import BENCH_TOPIC, expected_ids, generated_events
 from connector.config import load_settings
 from connector.operate.health import HealthState
 from connector.sink import MirrorSink
+from connector.spark.planner_warmup import warm_planner
 from connector.spark.worker_warmup import warm_workers
 from connector.storage import LocalStorage
 
@@ -193,7 +195,7 @@ def _class_archive(choice: str) -> str | None:
 def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear script, printed as it goes
     """Run the benchmark and print its figures; the last line is the one the README records."""
     from connector.kafka.spark_checkpoint import SparkCheckpoint
-    from connector.spark.source import kafka_read_spec, stream
+    from connector.spark.source import kafka_read_spec, plans_with_python, stream
     from connector.spark.spark_session import spark_session
     from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
 
@@ -268,16 +270,20 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
                     )
                 )
 
+            driver_cpu0 = cpu_seconds()
+            started = time.perf_counter()
+            # In ``run``'s order: the workers' warm-up, then the source's loading (a Python source's lookup and
+            # creation run then), then the query's start; the workers' CPU counts from zero.
+            if settings.spark.decode_on == "executors":
+                warm_workers(spark, kafka_read_spec(settings)[0])
+            if plans_with_python(settings.source):
+                warm_planner(spark)
             query = (
                 stream(spark, settings)
                 .writeStream.foreachBatch(measured)
                 .option("checkpointLocation", f"{scratch}/cp/spark")
                 .trigger(availableNow=True)
             )
-            driver_cpu0 = cpu_seconds()
-            started = time.perf_counter()
-            if settings.spark.decode_on == "executors":  # as ``run`` does; the workers' CPU counts from zero
-                warm_workers(spark, kafka_read_spec(settings)[0])
             query.start().awaitTermination()
             writer.close()  # the last batch may still be published behind
             finished = time.perf_counter()
@@ -371,14 +377,15 @@ def _spark_version() -> str:
 def _print_batch_times(
     started: float, ends: list[float], finished: float, first_events: int, events: int
 ) -> tuple[float, float]:
-    """The first batch apart from the others: it pays the query's start (planning, Python workers, a cold JIT).
+    """The first batch apart from the others: it pays the source's loading and the query's start (planning, Python
+    workers, a cold JIT), as ``run``'s first batch does.
 
     Returns the first batch's seconds and the later batches' events/s (NaN when there are not two batches).
     """
     if len(ends) < 2:
         return math.nan, math.nan
     spans = " ".join(f"{b - a:.2f}" for a, b in itertools.pairwise([started, *ends]))
-    print(f"batch seconds (from the query's start or the batch before to foreachBatch's return): {spans}")
+    print(f"batch seconds (from loading the source or the batch before to foreachBatch's return): {spans}")
     later = (events - first_events) / (finished - ends[0])
     print(f"first batch {ends[0] - started:.2f} s; later batches {later:.0f} events/s (a running service's rate)")
     return ends[0] - started, later

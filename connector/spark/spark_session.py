@@ -22,8 +22,6 @@ log = logging.getLogger(__name__)
 # How long a stop waits for Spark's stream thread; well inside the Helm chart's terminationGracePeriodSeconds.
 QUERY_STOP_TIMEOUT_S = 30.0
 
-log = logging.getLogger(__name__)
-
 
 def spark_session(settings: ConnectorSettings) -> SparkSession:
     """A Spark session for the job; Kafka connector jars only when Spark's own Kafka source plans the batches."""
