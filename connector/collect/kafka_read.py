@@ -47,13 +47,16 @@ _LIST_TIMEOUT_S = 10.0
 #: Client errors no retry mends: the read fails at once (Spark's consumer fails on these too).
 _REFUSED = frozenset(
     {
-        KafkaError._AUTHENTICATION,
         KafkaError._SSL,
         KafkaError.TOPIC_AUTHORIZATION_FAILED,
         KafkaError.CLUSTER_AUTHORIZATION_FAILED,
         KafkaError.SASL_AUTHENTICATION_FAILED,
     }
 )
+#: librdkafka's "Local: Authentication failure" also reports a re-authentication the broker turned down for a moment
+#: (a SASL OAUTHBEARER handshake "not valid in current SASL state" under load), after which librdkafka connects and
+#: authenticates again by itself: the read fails on it only when it lasts this long with nothing read in between.
+_AUTHENTICATION_GRACE_S = 30.0
 _HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
 
@@ -114,6 +117,8 @@ class _RangeRead:
         self.next = {key: max(r.start, 0) for key, r in self.ranges.items()}
         self.schema = _SCHEMA_FOR[(spec.headers != "none", spec.timestamps)]
         self.parts: list[pa.Table] = []
+        #: When librdkafka's authentication began failing, with nothing read since (``_authentication_failed``).
+        self.authentication_failing_since: float | None = None
 
     def run(self, consumer: Consumer) -> None:
         last_progress = time.monotonic()
@@ -121,6 +126,7 @@ class _RangeRead:
             messages = consumer.consume(self._wanted(), _POLL_S)
             if messages and self._take(consumer, messages):
                 last_progress = time.monotonic()
+                self.authentication_failing_since = None
             elif time.monotonic() - last_progress > self.spec.stall_timeout_s:
                 waiting = ", ".join(f"{t}-{p} (up to offset {end})" for (t, p), end in sorted(self.open.items()))
                 msg = f"reading Kafka stalled for {self.spec.stall_timeout_s:g} s; still waiting on {waiting}"
@@ -196,10 +202,26 @@ class _RangeRead:
         if code == KafkaError._AUTO_OFFSET_RESET and key in self.open:
             self._lost(consumer, key, None)
             return
+        if code == KafkaError._AUTHENTICATION and not error.fatal():
+            self._authentication_failed(error)
+            return
         if error.fatal() or code in _REFUSED:
             raise KafkaException(error)
         # A broker going away or a leader moving: librdkafka reconnects by itself; the stall timeout ends it.
         log.warning("reading %s-%s: %s", key[0], key[1], error.str())
+
+    def _authentication_failed(self, error: KafkaError) -> None:
+        """A warning while librdkafka authenticates again; the read fails once it has failed for the grace period."""
+        now = time.monotonic()
+        if self.authentication_failing_since is None:
+            self.authentication_failing_since = now
+        if now - self.authentication_failing_since >= _AUTHENTICATION_GRACE_S:
+            raise KafkaException(error)
+        log.warning(
+            "reading Kafka: %s (authenticating again; the read fails if it lasts %g s)",
+            error.str(),
+            _AUTHENTICATION_GRACE_S,
+        )
 
     def _lost(self, consumer: Consumer, key: tuple[str, int], log_end: int | None) -> None:
         wanted = self.ranges[key]
