@@ -35,8 +35,7 @@ from benchmarks.events import BENCH_TOPIC, expected_ids, generated_events
 from connector.config import load_settings
 from connector.operate.health import HealthState
 from connector.sink import MirrorSink
-from connector.spark.planner_warmup import warm_planner
-from connector.spark.worker_warmup import warm_workers
+from connector.spark.worker_warmup import warm_up
 from connector.storage import LocalStorage
 
 _KAFKA_SH = Path(__file__).resolve().parents[1] / "deploy" / "local" / "kafka.sh"
@@ -195,7 +194,7 @@ def _class_archive(choice: str) -> str | None:
 def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear script, printed as it goes
     """Run the benchmark and print its figures; the last line is the one the README records."""
     from connector.kafka.spark_checkpoint import SparkCheckpoint
-    from connector.spark.source import kafka_read_spec, plans_with_python, stream
+    from connector.spark.source import kafka_read_spec, stream
     from connector.spark.spark_session import spark_session
     from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
 
@@ -274,10 +273,7 @@ def bench_stream(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear
             started = time.perf_counter()
             # In ``run``'s order: the workers' warm-up, then the source's loading (a Python source's lookup and
             # creation run then), then the query's start; the workers' CPU counts from zero.
-            if settings.spark.decode_on == "executors":
-                warm_workers(spark, kafka_read_spec(settings)[0])
-            if plans_with_python(settings.source):
-                warm_planner(spark)
+            warm_up(spark, settings)
             query = (
                 stream(spark, settings)
                 .writeStream.foreachBatch(measured)

@@ -17,12 +17,24 @@ from typing import TYPE_CHECKING
 
 from connector.collect.kafka_read import warm_consumer
 from connector.collect.kafka_spec import KafkaReadSpec
+from connector.spark.planner_warmup import warm_planner
 from connector.spark.python_worker import prepare_worker
+from connector.spark.source import kafka_read_spec, plans_with_python
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from connector.config import ConnectorSettings
+
 log = logging.getLogger(__name__)
+
+
+def warm_up(spark: SparkSession, settings: ConnectorSettings) -> None:
+    """What `run` warms beside the source's loading and the query's start: the executors' workers, the planner."""
+    if settings.spark.decode_on == "executors":
+        warm_workers(spark, kafka_read_spec(settings)[0])
+    if plans_with_python(settings.source):
+        warm_planner(spark)
 
 
 def warm_workers(spark: SparkSession, read: KafkaReadSpec | None) -> threading.Thread:

@@ -25,11 +25,10 @@ from connector.operate import metrics
 from connector.operate.health import HealthState
 from connector.operate.job_status import JobStatusRecorder
 from connector.sink import MirrorSink
-from connector.spark.planner_warmup import warm_planner
-from connector.spark.source import kafka_read_spec, plans_with_python, stream
+from connector.spark.source import kafka_read_spec, stream
 from connector.spark.spark_log import write_to_debug_log
 from connector.spark.spark_session import QUERY_STOP_TIMEOUT_S, spark_session
-from connector.spark.worker_warmup import warm_workers
+from connector.spark.worker_warmup import warm_up
 from connector.stream.batch_writer import BatchWriter, DriverBatchWriter, ExecutorBatchWriter, ExecutorCollect
 from connector.stream.broker_check import BrokerCheck
 from connector.stream.progress import new_progress, offsets_behind, records_per_second
@@ -135,10 +134,7 @@ def _run_query(started: StartedJob, graceful: GracefulStop, status: JobStatusRec
         spark.stop()
         return _stopped_before_query(graceful)
     batch_writer = _batch_writer(started, graceful)
-    if settings.spark.decode_on == "executors":
-        warm_workers(spark, kafka_read_spec(settings)[0])  # beside the query's start, for its first batch
-    if plans_with_python(settings.source):
-        warm_planner(spark)  # beside the source's loading, for the first batch's read planning
+    warm_up(spark, settings)  # beside the source's loading and the query's start, for its first batch
     query = _start_query(spark, settings, graceful.gate(batch_writer, on_refuse=_quiet_query_errors))
     status.running()
     health.set(True, "running")
