@@ -127,6 +127,8 @@ class ColumnarLane:
             return False  # the TOAST store remembers every row: the row path keeps it
         if topic.startswith(HEARTBEAT_TOPIC_PREFIX) or ref.id in self.context.stopped:
             return False
+        if ref.id in self.context.awaiting_snapshot:
+            return False  # the record path skips what came before the snapshot's first read
         prefix = f"{ref.id}."
         return not any(column.startswith(prefix) for column in self.mirror.decimal_columns)
 

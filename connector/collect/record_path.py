@@ -73,6 +73,23 @@ class _SliceRun:
     unordered: set[str] = field(default_factory=set)
     deleted: DeletedKeys = field(default_factory=DeletedKeys)
     tombstones: TombstoneTally = field(default_factory=TombstoneTally)
+    # Tables awaiting their blocking snapshot (``CollectContext.awaiting_snapshot``) whose first read came here.
+    snapshot_begun: set[str] = field(default_factory=set)
+
+
+#: Skip kind of an event of a keyless table streamed before the blocking snapshot its rebuild asked for.
+BEFORE_SNAPSHOT = "before_snapshot"
+
+
+def _snapshot_begun(run: _SliceRun, tid: str, decoded: ChangeEvent | Noise) -> bool:
+    """Whether the blocking snapshot ``tid`` awaits has shown its first read in this slice (``decoded`` or before).
+
+    What came before that read is skipped: Debezium streamed it before it paused for the snapshot, whose reads hold
+    its effect; published, an insert would be there twice and an update would begin another rebuild.
+    """
+    if tid not in run.snapshot_begun and isinstance(decoded, ChangeEvent) and decoded.op == Op.READ:
+        run.snapshot_begun.add(tid)
+    return tid in run.snapshot_begun
 
 
 class SliceCollector:
@@ -105,6 +122,7 @@ class SliceCollector:
         out = run.out
         stopped = out.stopped
         already_stopped = self.context.stopped
+        awaiting = self.context.awaiting_snapshot
         for record in records:
             out.records += 1
             ref, settings, deferred = self._topic(record.topic)
@@ -116,6 +134,9 @@ class SliceCollector:
                 continue
             if ref.id in stopped or ref.id in already_stopped:
                 out.skipped.add("table_stopped")
+                continue
+            if ref.id in awaiting and not _snapshot_begun(run, ref.id, decoded):
+                out.skipped.add(BEFORE_SNAPSHOT)
                 continue
             key_types = None
             if isinstance(decoded, Noise):  # a tombstone

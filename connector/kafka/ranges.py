@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,10 +76,15 @@ class RangeSplit:
     max_records: int | None = None
     min_pieces: int | None = None
 
-    def groups(self, ranges: list[KafkaRange], tasks: int) -> list[list[KafkaRange]]:
-        """``ranges`` as the tasks that read them; each task's ranges are distinct partitions."""
+    def groups(
+        self, ranges: list[KafkaRange], tasks: int, whole: Collection[str] = frozenset()
+    ) -> list[list[KafkaRange]]:
+        """``ranges`` as the tasks that read them; each task's ranges are distinct partitions.
+
+        A range of a topic in ``whole`` is never cut: one task must see it in order from its start.
+        """
         if self.max_records is not None or self.min_pieces is not None:
-            return [[piece] for piece in self.pieces(ranges)]
+            return [[piece] for piece in self.pieces(ranges, whole)]
         groups: list[list[KafkaRange]] = [[] for _ in range(min(tasks, len(ranges)))]
         loads = [(0, index) for index in range(len(groups))]
         for kafka_range in sorted(ranges, key=lambda r: r.end - r.start, reverse=True):
@@ -87,14 +93,17 @@ class RangeSplit:
             heapq.heappush(loads, (load + kafka_range.end - kafka_range.start, index))
         return groups
 
-    def pieces(self, ranges: list[KafkaRange]) -> list[KafkaRange]:
-        """Each range cut into consecutive pieces: of at most ``max_records``, ``min_pieces`` in all at least."""
+    def pieces(self, ranges: list[KafkaRange], whole: Collection[str] = frozenset()) -> list[KafkaRange]:
+        """Each range cut into consecutive pieces: of at most ``max_records``, ``min_pieces`` in all at least.
+
+        Ranges of the topics in ``whole`` stay one piece each.
+        """
         total = sum(r.end - r.start for r in ranges)
         pieces = []
         for kafka_range in ranges:
             size = kafka_range.end - kafka_range.start
             count = 1
-            if kafka_range.start < 0:  # the log's start, not an offset: one piece
+            if kafka_range.start < 0 or kafka_range.topic in whole:  # the log's start, not an offset: one piece
                 pieces.append(kafka_range)
                 continue
             if self.max_records is not None:

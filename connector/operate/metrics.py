@@ -198,6 +198,7 @@ for _kind in (
     "malformed",
     "table_stopped",
     "truncate",
+    "before_snapshot",
 ):
     SKIPPED.labels(_kind)
 

@@ -100,6 +100,7 @@ class BatchPlanner:
             upsert_tables=frozenset(tid for tid, t in state.tables.items() if t.lifecycle.upserts),
             defer_keep_last=defer_keep_last,
             incremental=frozenset(tid for tid, t in state.tables.items() if t.incremental),
+            awaiting_snapshot=frozenset(tid for tid, t in state.tables.items() if t.snapshot_expected),
         )
 
     def collect_here(self, batch_id: int, given: BatchInput, context: Callable[[], CollectContext]) -> list[Collected]:

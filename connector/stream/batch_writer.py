@@ -30,6 +30,7 @@ from connector.healing.data_loss import TopicIds
 from connector.healing.data_loss_healing import heal_in_batch, lost_in_batch
 from connector.kafka.ranges import RangeSplit, batch_ranges
 from connector.kafka.spark_checkpoint import SparkCheckpoint
+from connector.landing_zone.layout import table_for_topic
 from connector.operate import metrics
 from connector.operate.health import HealthState
 from connector.publish.batch_plan import BatchInput
@@ -261,7 +262,12 @@ class ExecutorBatchWriter(BatchWriter):
             return collect_slices(frame, task), []
         ranges = batch_ranges(self.spark_checkpoint, batch_id)
         spark = frame.sparkSession
-        groups = self.collect.split.groups(ranges, TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism))
+        # A keyless table awaiting its blocking snapshot skips what comes before the snapshot's first read: only a
+        # task that reads its partition from the batch's start can tell where that read is.
+        mirror = self.sink.mirror
+        awaiting = {r.topic for r in ranges if table_for_topic(r.topic, mirror).id in context.awaiting_snapshot}
+        tasks = TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism)
+        groups = self.collect.split.groups(ranges, tasks, whole=awaiting)
         past_gaps = self.sink.mirror.on_data_lost == "rebuild"  # else a gap fails the batch: Spark's exit 2
         return collect_ranges(spark, groups, task, self.collect.kafka_read, past_gaps=past_gaps)
 

@@ -85,6 +85,15 @@ def test_split_settings_cut_ranges_into_consecutive_pieces_each_a_task() -> None
         assert all(a.end == b.start for a, b in zip(mine, mine[1:], strict=False))
 
 
+def test_a_topic_that_must_be_read_whole_is_never_cut() -> None:
+    """A keyless table awaiting its blocking snapshot: one task must see its partition from the batch's start."""
+    ranges = [KafkaRange("keyless", 0, 10, 35), KafkaRange("t", 0, 0, 30)]
+    for split in (RangeSplit(max_records=10), RangeSplit(min_pieces=6)):
+        pieces = [g[0] for g in split.groups(ranges, 8, whole={"keyless"})]
+        assert [r for r in pieces if r.topic == "keyless"] == [ranges[0]]
+        assert len([r for r in pieces if r.topic == "t"]) >= 3
+
+
 def _kafka(**source: object) -> ConnectorSettings:
     return ConnectorSettings(
         source=SourceSettings.model_validate({"kind": "kafka", "bootstrap_servers": "b:9092", **source})

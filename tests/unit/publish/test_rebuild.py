@@ -400,16 +400,24 @@ def test_an_update_of_a_keyless_table_rebuilds_it_by_a_blocking_snapshot_and_no_
     assert seen == [True]
     rebuilt = sink.state.tables["public.logs"]
     assert rebuilt.keyless and rebuilt.snapshot_expected and not rebuilt.initial_load_ended
-    # An insert streamed before Debezium paused, then the snapshot's reads: that snapshot, no new reset.
+    # Changes streamed before Debezium paused for the snapshot: its reads hold what they did. Skipped, not a second
+    # rebuild (the update) nor a row twice (the insert).
+    stale = keyless_records(logs, ("u", {"id": 1, "name": "b"}), ("c", row))
+    result = sink.process_batch(2, stale)
+    assert result.resets == {} and result.stopped == {} and result.skipped.by_kind == {"before_snapshot": 2}
+    assert sink.state.tables["public.logs"].snapshot_expected
+    # More of them, then the snapshot's reads, then a change streamed after it: the reads and that change.
     batch = keyless_records(logs, ("c", row))
     batch += keyless_records(logs, ("r", row), ("r", {"id": 1, "name": "b"}), snapshot="first")
-    result = sink.process_batch(2, batch)
-    assert result.resets == {} and result.stopped == {}
+    batch += keyless_records(logs, ("c", {"id": 2, "name": "after"}))
+    result = sink.process_batch(3, batch)
+    assert result.resets == {} and result.stopped == {} and result.skipped.by_kind == {"before_snapshot": 1}
     assert not sink.state.tables["public.logs"].snapshot_expected
     from connector.readback.landing_reader import read_data_file
 
     published = read_data_file(landing, "public.schema/logs/00000000000000000001.parquet")
-    assert "__rowMarker__" not in published.column_names and published.num_rows == 3
+    assert "__rowMarker__" not in published.column_names
+    assert published.column("name").to_pylist() == ["a", "b", "after"]
     assert landing.read_bytes("public.schema/logs/_metadata.json").strip() == b"{}"
 
 
