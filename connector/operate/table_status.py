@@ -63,7 +63,13 @@ class TableLine:
 
 
 def table_state_word(table: TableState) -> str:
-    """running, stopped, rebuilding:<phase> or refreshing (``Lifecycle.word``)."""
+    """running, stopped, rebuilding:<phase> or refreshing (``Lifecycle.word``).
+
+    A keyless table's blocking snapshot is not tracked through Debezium's notifications: until its first read
+    arrives the table skips its events, so it reads ``rebuilding:blocking-snapshot``, not ``running``.
+    """
+    if table.snapshot_expected and not table.lifecycle.is_rebuilding and not table.lifecycle.stopped:
+        return "rebuilding:blocking-snapshot"
     return table.lifecycle.word
 
 

@@ -406,6 +406,8 @@ def test_an_update_of_a_keyless_table_rebuilds_it_by_a_blocking_snapshot_and_no_
     result = sink.process_batch(2, stale)
     assert result.resets == {} and result.stopped == {} and result.skipped.by_kind == {"before_snapshot": 2}
     assert sink.state.tables["public.logs"].snapshot_expected
+    # Skipping its events, the table does not read as running.
+    assert next(x for x in table_lines(sink.state) if x.table == "public.logs").state == "rebuilding:blocking-snapshot"
     # More of them, then the snapshot's reads, then a change streamed after it: the reads and that change.
     batch = keyless_records(logs, ("c", row))
     batch += keyless_records(logs, ("r", row), ("r", {"id": 1, "name": "b"}), snapshot="first")
@@ -413,6 +415,7 @@ def test_an_update_of_a_keyless_table_rebuilds_it_by_a_blocking_snapshot_and_no_
     result = sink.process_batch(3, batch)
     assert result.resets == {} and result.stopped == {} and result.skipped.by_kind == {"before_snapshot": 1}
     assert not sink.state.tables["public.logs"].snapshot_expected
+    assert next(x for x in table_lines(sink.state) if x.table == "public.logs").state == "running"
     from connector.readback.landing_reader import read_data_file
 
     published = read_data_file(landing, "public.schema/logs/00000000000000000001.parquet")
