@@ -195,9 +195,10 @@ class CollectContext:
     defer_keep_last: bool = False
     # Tables whose folder holds a file with ``__rowMarker__``: their files never go back to marker-free.
     incremental: frozenset[str] = frozenset()
-    # Keyless tables whose rebuild asked Debezium for a blocking snapshot that has shown no read yet: their events
-    # before its first read were streamed before Debezium paused for it, so the snapshot holds what they did.
-    awaiting_snapshot: frozenset[str] = frozenset()
+    # Keyless tables whose rebuild asked Debezium for a blocking snapshot that has shown no read yet, with when it
+    # was asked (epoch ms): their events before its first read that Debezium processed before then were streamed
+    # before it paused for the snapshot, so the snapshot holds what they did.
+    awaiting_snapshot: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -81,15 +81,23 @@ class _SliceRun:
 BEFORE_SNAPSHOT = "before_snapshot"
 
 
-def _snapshot_begun(run: _SliceRun, tid: str, decoded: ChangeEvent | Noise) -> bool:
-    """Whether the blocking snapshot ``tid`` awaits has shown its first read in this slice (``decoded`` or before).
+def _before_snapshot(run: _SliceRun, tid: str, decoded: ChangeEvent | Noise, asked_ms: int) -> bool:
+    """Whether ``decoded`` came before the blocking snapshot ``tid`` awaits, asked for at ``asked_ms``: skipped.
 
-    What came before that read is skipped: Debezium streamed it before it paused for the snapshot, whose reads hold
-    its effect; published, an insert would be there twice and an update would begin another rebuild.
+    Before the snapshot's first read in this slice, an event Debezium processed (its ``ts_ms``) before the snapshot
+    was asked for was streamed before it paused for it: the snapshot's reads hold its effect, and published, an
+    insert would be there twice and an update would begin another rebuild. An event processed later is kept: a
+    snapshot of an empty table has no read, and what follows it must not wait for one.
     """
-    if tid not in run.snapshot_begun and isinstance(decoded, ChangeEvent) and decoded.op == Op.READ:
+    if tid in run.snapshot_begun:
+        return False
+    if not isinstance(decoded, ChangeEvent):
+        # A tombstone follows its delete: one skipped here, or one kept, which began a rebuild and stopped the table.
+        return True
+    if decoded.op == Op.READ:
         run.snapshot_begun.add(tid)
-    return tid in run.snapshot_begun
+        return False
+    return decoded.ts_ms is not None and decoded.ts_ms <= asked_ms
 
 
 class SliceCollector:
@@ -135,7 +143,7 @@ class SliceCollector:
             if ref.id in stopped or ref.id in already_stopped:
                 out.skipped.add("table_stopped")
                 continue
-            if ref.id in awaiting and not _snapshot_begun(run, ref.id, decoded):
+            if ref.id in awaiting and _before_snapshot(run, ref.id, decoded, awaiting[ref.id]):
                 out.skipped.add(BEFORE_SNAPSHOT)
                 continue
             key_types = None

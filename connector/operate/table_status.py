@@ -65,12 +65,14 @@ class TableLine:
 def table_state_word(table: TableState) -> str:
     """running, stopped, rebuilding:<phase> or refreshing (``Lifecycle.word``).
 
-    A keyless table's blocking snapshot is not tracked through Debezium's notifications: until its first read
-    arrives the table skips its events, so it reads ``rebuilding:blocking-snapshot``, not ``running``.
+    A keyless table's blocking snapshot is not tracked through Debezium's notifications: until its rebuilt folder
+    has a file (the snapshot's first read, or an event after the snapshot of an empty table) it reads
+    ``rebuilding:blocking-snapshot``, not ``running``.
     """
-    if table.snapshot_expected and not table.lifecycle.is_rebuilding and not table.lifecycle.stopped:
+    word = table.lifecycle.word
+    if word == "running" and table.snapshot_expected and table.last_published_at is None:
         return "rebuilding:blocking-snapshot"
-    return table.lifecycle.word
+    return word
 
 
 def table_lines(

@@ -100,7 +100,11 @@ class BatchPlanner:
             upsert_tables=frozenset(tid for tid, t in state.tables.items() if t.lifecycle.upserts),
             defer_keep_last=defer_keep_last,
             incremental=frozenset(tid for tid, t in state.tables.items() if t.incremental),
-            awaiting_snapshot=frozenset(tid for tid, t in state.tables.items() if t.snapshot_expected),
+            awaiting_snapshot={
+                tid: int(t.lifecycle.since * 1000)
+                for tid, t in state.tables.items()
+                if t.snapshot_expected and t.lifecycle.since is not None
+            },
         )
 
     def collect_here(self, batch_id: int, given: BatchInput, context: Callable[[], CollectContext]) -> list[Collected]:

@@ -424,6 +424,40 @@ def test_an_update_of_a_keyless_table_rebuilds_it_by_a_blocking_snapshot_and_no_
     assert landing.read_bytes("public.schema/logs/_metadata.json").strip() == b"{}"
 
 
+def test_a_keyless_table_empty_at_its_blocking_snapshot_keeps_what_debezium_streamed_after_it_was_asked(
+    tmp_path: Path,
+) -> None:
+    """A blocking snapshot of an empty table has no read: events Debezium processed after the snapshot was asked
+    for are published, never left waiting for a read that does not come; those processed before are skipped."""
+    from connector.events import KafkaRecord
+    from connector.readback.landing_reader import read_data_file
+
+    sink, landing, _ = make_sink(tmp_path, Signals())
+    logs = Topic("dbserver1.public.logs", COLUMNS, [])
+
+    def records(*rows: tuple[str, dict[str, Any]], ts_ms: int) -> list[KafkaRecord]:
+        made = [
+            logs.record(op, row if op == "d" else None, None if op == "d" else row, ts_ms=ts_ms) for op, row in rows
+        ]
+        return [KafkaRecord(r.topic, r.partition, r.offset, None, r.value) for r in made]
+
+    sink.process_batch(0, records(("c", {"id": 1, "name": "a"}), ts_ms=1_700_000_000_000))
+    sink.process_batch(1, records(("d", {"id": 1, "name": "a"}), ts_ms=1_700_000_000_001))  # the table is empty
+    sink.advance_rebuilds()
+    sink.advance_rebuilds()
+    rebuilt = sink.state.tables["public.logs"]
+    assert rebuilt.snapshot_expected and rebuilt.lifecycle.phase is Phase.SNAPSHOT_REQUESTED
+    asked_ms = int((rebuilt.lifecycle.since or 0) * 1000)
+    # An insert Debezium streamed before the snapshot was asked for: skipped. One streamed after: published.
+    batch = records(("c", {"id": 1, "name": "a"}), ts_ms=asked_ms - 1)
+    batch += records(("c", {"id": 2, "name": "later"}), ts_ms=asked_ms + 1_000)
+    result = sink.process_batch(2, batch)
+    assert result.resets == {} and result.skipped.by_kind == {"before_snapshot": 1}
+    published = read_data_file(landing, "public.schema/logs/00000000000000000001.parquet")
+    assert published.column("name").to_pylist() == ["later"]
+    assert next(x for x in table_lines(sink.state) if x.table == "public.logs").state == "running"
+
+
 def test_a_keyless_table_is_rebuilt_where_a_keyed_one_is_refreshed(tmp_path: Path) -> None:
     """A refresh re-reads rows into the folder: without a key to upsert by, they would be there twice."""
     sink, _, _ = make_sink(tmp_path, Signals())
