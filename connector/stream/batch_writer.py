@@ -262,13 +262,14 @@ class ExecutorBatchWriter(BatchWriter):
             return collect_slices(frame, task), []
         ranges = batch_ranges(self.spark_checkpoint, batch_id)
         spark = frame.sparkSession
-        # A keyless table awaiting its blocking snapshot skips what comes before the snapshot's first read: only a
-        # task that reads its partition from the batch's start can tell where that read is.
-        mirror = self.sink.mirror
-        awaiting = {r.topic for r in ranges if table_for_topic(r.topic, mirror).id in context.awaiting_snapshot}
+        # A keyless table awaiting its blocking snapshot skips what came before that snapshot's first read (and was
+        # streamed before it was asked for): only a task that reads its partition from the batch's start can tell
+        # where that read is. Looked up only while such a table exists: most batches have none.
+        mirror, awaiting = self.sink.mirror, context.awaiting_snapshot
+        whole = {r.topic for r in ranges if table_for_topic(r.topic, mirror).id in awaiting} if awaiting else set()
         tasks = TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism)
-        groups = self.collect.split.groups(ranges, tasks, whole=awaiting)
-        past_gaps = self.sink.mirror.on_data_lost == "rebuild"  # else a gap fails the batch: Spark's exit 2
+        groups = self.collect.split.groups(ranges, tasks, whole=whole)
+        past_gaps = mirror.on_data_lost == "rebuild"  # else a gap fails the batch: Spark's exit 2
         return collect_ranges(spark, groups, task, self.collect.kafka_read, past_gaps=past_gaps)
 
     def _publish_failed(self, batch_id: int) -> None:
