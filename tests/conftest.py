@@ -23,7 +23,7 @@ is left as it is.
 
 When the tests selected start Spark, the Spark drivers also share one class-data archive (Java's AppCDS), written
 by the product's own ``class-archive`` (a ``run`` of the packaged sample) to ``.cache/spark-cds/`` (once per pyspark
-and Java) while the deployment tests run, and mapped by every driver after them instead of loading and verifying
+and Java) beside the first tests, and mapped by every driver started after it exists instead of loading and verifying
 the classes again (measured: a ``run`` of the sample 8.7-9.3 s -> 6.3-7.1 s). An archive that does not fit (another
 classpath, another JVM) is ignored by the JVM.
 """
@@ -63,11 +63,32 @@ SLOW_FOLDERS = ("e2e", "integration")
 # Deployment tests that start real tools: kube-apiserver and etcd, a wheel built and installed, the Dockerfile's steps.
 SLOW_MODULES = ("deploy/test_kube_apiserver.py", "deploy/test_packaging.py", "deploy/test_dockerfile.py")
 TESTS_ROOT = Path(__file__).resolve().parent
-# The suite runs on two pytest-xdist workers (``-n 2``, pyproject.toml): every end-to-end test in one unit of work
-# (``pytest_xdist_make_scheduler``), so one worker runs them in order on the stacks they share
-# (tests/e2e/conftest.py), while the other runs the unit, integration and deployment tests beside it. Each worker
-# starts its own brokers in temporary state folders on free ports, so nothing they start collides.
+# The suite runs on three pytest-xdist workers (``-n 3``, pyproject.toml) on two cores: most of an end-to-end test's
+# time is spent waiting on Debezium, Kafka Connect and a database, and with two workers a third of the CPU stayed
+# idle. The end-to-end tests are two units of work (``pytest_xdist_make_scheduler``), each run in order by one
+# worker on the session stacks it starts (tests/e2e/conftest.py): the tests on the MariaDB stack, with modules that
+# start stacks of their own to even the two out, and the tests on the Postgres stacks. The third worker, and each
+# of the two when its unit is done, runs the deployment, integration and unit tests, one module at a time. Every
+# worker starts its own brokers and stacks in temporary state folders on free ports, so nothing they start collides.
 STACK_FOLDER = "tests/e2e/"
+# The MariaDB unit: the modules on the session's MariaDB stack (test_mariadb_e2e's tests mirror every table of it,
+# so their relative order is kept), and modules with stacks of their own (about 850 s of the 1,700 on Intel Xeon).
+MARIADB_UNIT_MODULES = frozenset(
+    f"{STACK_FOLDER}{name}.py"
+    for name in (
+        "test_check_source",
+        "test_entra_stack_e2e",
+        "test_initial_load_e2e",
+        "test_initial_load_fresh_e2e",
+        "test_mariadb_avro_e2e",
+        "test_mariadb_e2e",
+        "test_mariadb_empty_tables_e2e",
+        "test_mariadb_keyless_e2e",
+        "test_mariadb_with_audit_e2e",
+        "test_rebuild_mariadb_e2e",
+        "test_resets_mariadb_e2e",
+    )
+)
 # The worker that writes the suite's class archive (the others map it once it exists): one writer, not two.
 ARCHIVE_WRITER = "gw0"
 # JIT tier 1 only for the suite's short-lived JVMs (the module docstring); SerialGC: Spark's small test heaps.
@@ -81,7 +102,7 @@ TEST_JVM_OPTIONS = {
 
 
 _SUITE_SETS_SPARK_OPTIONS = "SPARK_SUBMIT_OPTS" not in os.environ
-# A missing archive is written beside the first tests; the first test that may start a Spark driver waits for it.
+# A missing archive is written beside the first tests; each worker maps it from its first test after it exists.
 _archive_writer: threading.Thread | None = None
 # Whether this process has yet to map the archive (another worker may be writing it).
 _archive_pending = False
@@ -96,8 +117,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """With Spark tests selected (and the options the suite's own), every Spark driver maps one class archive.
 
-    A missing one is written (``python -m connector class-archive``) while the deployment tests run: they come
-    first, and a Spark driver one of them starts only goes without it.
+    A missing one is written (``python -m connector class-archive``) beside the first tests; the drivers started
+    before it exists go without it (``pytest_runtest_setup``).
     """
     global _archive_writer, _archive_pending
     if not _SUITE_SETS_SPARK_OPTIONS or not any(item.get_closest_marker("slow") for item in session.items):
@@ -116,17 +137,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before the first test outside tests/deploy: the class archive written, and mapped by every driver after."""
+    """Before each test outside tests/deploy until it is mapped: the class archive mapped by every later driver
+    once it exists (it appears whole: written aside and renamed). No worker waits for it: the first tests of the
+    end-to-end units spend its writing starting their stacks."""
     global _archive_writer, _archive_pending
     if not _archive_pending or item.path.is_relative_to(TESTS_ROOT / "deploy"):
         return
-    if _archive_writer is not None:
-        _archive_writer.join()
-        _archive_writer = None
-    _archive_pending = False
     archive = archive_for_this_java()
     if archive.is_file():
+        _archive_pending = False
         _map_class_archive(archive)
+    elif _archive_writer is not None and not _archive_writer.is_alive():
+        _archive_writer = None
+        _archive_pending = False  # this worker's writer failed and said why: the drivers go without
 
 
 def _write_class_archive(archive: Path, environ: dict[str, str]) -> None:
@@ -141,24 +164,41 @@ def _map_class_archive(archive: Path) -> None:
     os.environ["SPARK_SUBMIT_OPTS"] += " " + archive_java_options(str(archive))
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's per-scope scheduler with the end-to-end tests as one scope: one worker runs them all, in order.
+def stack_unit(nodeid: str) -> str | None:
+    """The end-to-end unit of work a test belongs to (``None`` outside tests/e2e)."""
+    if not nodeid.startswith(STACK_FOLDER):
+        return None
+    module, _, test = nodeid.partition("::")
+    # test_stack_signals holds one test per stack: each runs on the worker that has that stack up.
+    on_mariadb = module in MARIADB_UNIT_MODULES or "mariadb" in test
+    return f"{STACK_FOLDER} on the MariaDB stack" if on_mariadb else f"{STACK_FOLDER} on the Postgres stacks"
 
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's per-scope scheduler with the end-to-end tests as two scopes, each run in order by one worker.
+
+    The scopes are handed out in collection order (``--no-loadscope-reorder``), where the end-to-end tests come
+    first (``pytest_collection_modifyitems``): the two longest units start at once, the integration modules (the
+    longer ones) come next and the unit tests fill the end. xdist's default order, the scopes with most tests
+    first, would start the end-to-end units after unit-test modules with many parameters.
     (xdist's own ``loadgroup`` cannot do it with pytest 9: it renames node ids through an attribute pytest 9 no
-    longer reads, so every test stayed a group of its own and both workers started the shared stacks.)
+    longer reads, so every test stayed a group of its own and every worker started the shared stacks.)
     """
     from xdist.scheduler import LoadScopeScheduling
 
-    class StacksOnOneWorker(LoadScopeScheduling):
+    class StacksInTwoUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return STACK_FOLDER if nodeid.startswith(STACK_FOLDER) else nodeid
+            return stack_unit(nodeid) or nodeid
 
-    return StacksOnOneWorker(config, log)
+    config.option.loadscopereorder = False
+    return StacksInTwoUnits(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: it must see the added marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark ``slow`` every test that starts a stack, a broker or a JVM (see the module docstring)."""
+    """Put the end-to-end tests first (``pytest_xdist_make_scheduler``); mark ``slow`` every test that starts a
+    stack, a broker or a JVM (see the module docstring)."""
+    items.sort(key=lambda item: stack_unit(item.nodeid) is None)  # stable: the end-to-end tests first, in order
     for item in items:
         path = item.path.relative_to(TESTS_ROOT).as_posix() if item.path.is_relative_to(TESTS_ROOT) else ""
         if (
