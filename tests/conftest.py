@@ -170,7 +170,9 @@ def stack_unit(nodeid: str) -> str | None:
         return None
     module, _, test = nodeid.partition("::")
     # test_stack_signals holds one test per stack: each runs on the worker that has that stack up.
-    on_mariadb = module in MARIADB_UNIT_MODULES or "mariadb" in test
+    on_mariadb = module in MARIADB_UNIT_MODULES or (
+        module == f"{STACK_FOLDER}test_stack_signals.py" and "mariadb" in test
+    )
     return f"{STACK_FOLDER} on the MariaDB stack" if on_mariadb else f"{STACK_FOLDER} on the Postgres stacks"
 
 
