@@ -104,8 +104,8 @@ TEST_JVM_OPTIONS = {
 _SUITE_SETS_SPARK_OPTIONS = "SPARK_SUBMIT_OPTS" not in os.environ
 # A missing archive is written beside the first tests; each worker maps it from its first test after it exists.
 _archive_writer: threading.Thread | None = None
-# Whether this process has yet to map the archive (another worker may be writing it).
-_archive_pending = False
+# The archive this process has yet to map (another worker may be writing it); found once, at collection.
+_archive_to_map: Path | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -120,16 +120,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     A missing one is written (``python -m connector class-archive``) beside the first tests; the drivers started
     before it exists go without it (``pytest_runtest_setup``).
     """
-    global _archive_writer, _archive_pending
+    global _archive_writer, _archive_to_map
     if not _SUITE_SETS_SPARK_OPTIONS or not any(item.get_closest_marker("slow") for item in session.items):
         return
     archive = archive_for_this_java()
     if archive.is_file():
         _map_class_archive(archive)
         return
-    _archive_pending = True
+    _archive_to_map = archive
     if os.environ.get("PYTEST_XDIST_WORKER", ARCHIVE_WRITER) != ARCHIVE_WRITER:
-        return  # mapped at this worker's first Spark test if the writer has finished by then (pytest_runtest_setup)
+        return  # mapped from this worker's first test after the writer's worker wrote it (pytest_runtest_setup)
     _archive_writer = threading.Thread(
         target=_write_class_archive, args=(archive, dict(os.environ)), name="spark-class-archive", daemon=True
     )
@@ -140,16 +140,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Before each test outside tests/deploy until it is mapped: the class archive mapped by every later driver
     once it exists (it appears whole: written aside and renamed). No worker waits for it: the first tests of the
     end-to-end units spend its writing starting their stacks."""
-    global _archive_writer, _archive_pending
-    if not _archive_pending or item.path.is_relative_to(TESTS_ROOT / "deploy"):
+    global _archive_writer, _archive_to_map
+    if _archive_to_map is None or item.path.is_relative_to(TESTS_ROOT / "deploy"):
         return
-    archive = archive_for_this_java()
-    if archive.is_file():
-        _archive_pending = False
-        _map_class_archive(archive)
+    if _archive_to_map.is_file():
+        _map_class_archive(_archive_to_map)
+        _archive_to_map = None
     elif _archive_writer is not None and not _archive_writer.is_alive():
         _archive_writer = None
-        _archive_pending = False  # this worker's writer failed and said why: the drivers go without
+        _archive_to_map = None  # this worker's writer failed and said why: the drivers go without
 
 
 def _write_class_archive(archive: Path, environ: dict[str, str]) -> None:
