@@ -128,7 +128,8 @@ start() {
     --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
     --initial-cluster "test=http://127.0.0.1:$etcd_peer_port" \
     >"$STATE_DIR/etcd.log" 2>&1 &
-  echo $! >"$ETCD_PID"
+  local etcd_launched=$!
+  echo "$etcd_launched" >"$ETCD_PID"
 
   local url="https://127.0.0.1:$port"
   log "kube-apiserver on $url"
@@ -143,16 +144,22 @@ start() {
     --service-cluster-ip-range 10.96.0.0/16 \
     --cert-dir "$STATE_DIR/certs" \
     >"$STATE_DIR/kube-apiserver.log" 2>&1 &
-  echo $! >"$APISERVER_PID"
+  local apiserver_launched=$!
+  echo "$apiserver_launched" >"$APISERVER_PID"
   echo "$url" >"$URL_FILE"
   write_kubeconfig "$url"
 
   local deadline=$((SECONDS + START_TIMEOUT))
+  # The launched pids, not apiserver_pid/etcd_pid: until a child has exec'd its binary (a while on a loaded
+  # machine) its command line is still this script's, which the pid-reuse guard would take for a dead process.
   until ready "$url"; do
-    if ! apiserver_pid >/dev/null || ! etcd_pid >/dev/null || ((SECONDS > deadline)); then
+    if ! kill -0 "$apiserver_launched" 2>/dev/null || ! kill -0 "$etcd_launched" 2>/dev/null ||
+      ((SECONDS > deadline)); then
       log "not ready (see $STATE_DIR/kube-apiserver.log and etcd.log):"
-      tail -n 20 "$STATE_DIR/kube-apiserver.log" >&2 || true
-      stop_all
+      tail -n 20 "$STATE_DIR/kube-apiserver.log" "$STATE_DIR/etcd.log" >&2 || true
+      terminate_pid "$apiserver_launched" kube-apiserver
+      terminate_pid "$etcd_launched" etcd
+      rm -f "$APISERVER_PID" "$ETCD_PID"
       exit 1
     fi
     sleep 1
