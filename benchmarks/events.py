@@ -1,13 +1,16 @@
 """The benchmark's change events: Debezium JsonConverter records of one 10-column table.
 
-The unit tests use them too (``tests/unit/collect/test_lane.py`` checks the columnar lane against the record
-path on them), so they live here rather than inside a benchmark runner.
+Each carries the whole envelope Debezium 3.x's PostgreSQL connector writes (``postgres_envelope``: the 17-field
+``source`` block, ``transaction``, ``ts_us``, ``ts_ns``; as captured in ``tests/data/real_pg``), so a benchmark
+parses as many bytes per event as a running service does, not a best case. The unit tests use them too
+(``tests/unit/collect/test_lane.py`` checks the columnar lane against the record path on them), so they live
+here rather than inside a benchmark runner.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import orjson
 
@@ -46,8 +49,57 @@ _VALUE_SCHEMA = {
         for field in ("before", "after")
     ]
     + [
+        {
+            "field": "source",
+            "type": "struct",
+            "optional": False,
+            "name": "io.debezium.connector.postgresql.Source",
+            "version": 1,
+            "fields": [
+                {"field": "version", "type": "string", "optional": False},
+                {"field": "connector", "type": "string", "optional": False},
+                {"field": "name", "type": "string", "optional": False},
+                {"field": "ts_ms", "type": "int64", "optional": False},
+                {
+                    "field": "snapshot",
+                    "type": "string",
+                    "optional": True,
+                    "name": "io.debezium.data.Enum",
+                    "version": 1,
+                    "parameters": {
+                        "allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
+                    },
+                    "default": "false",
+                },
+                {"field": "db", "type": "string", "optional": False},
+                {"field": "sequence", "type": "string", "optional": True},
+                {"field": "ts_us", "type": "int64", "optional": True},
+                {"field": "ts_ns", "type": "int64", "optional": True},
+                {"field": "schema", "type": "string", "optional": False},
+                {"field": "table", "type": "string", "optional": False},
+                {"field": "txId", "type": "int64", "optional": True},
+                {"field": "lsn", "type": "int64", "optional": True},
+                {"field": "xmin", "type": "int64", "optional": True},
+                {"field": "origin", "type": "string", "optional": True},
+                {"field": "origin_lsn", "type": "int64", "optional": True},
+            ],
+        },
+        {
+            "field": "transaction",
+            "type": "struct",
+            "optional": True,
+            "name": "event.block",
+            "version": 1,
+            "fields": [
+                {"field": "id", "type": "string", "optional": False},
+                {"field": "total_order", "type": "int64", "optional": False},
+                {"field": "data_collection_order", "type": "int64", "optional": False},
+            ],
+        },
         {"field": "op", "type": "string", "optional": False},
         {"field": "ts_ms", "type": "int64", "optional": True},
+        {"field": "ts_us", "type": "int64", "optional": True},
+        {"field": "ts_ns", "type": "int64", "optional": True},
     ],
 }
 _KEY_SCHEMA = {"type": "struct", "fields": [{"field": "id", "type": "int64", "optional": False}]}
@@ -71,13 +123,8 @@ def generated_events(count: int, with_schema: bool, partitions: int = 1) -> Iter
             "created_at": 1_700_000_000_000_000 + offset,
             "ship_date": 19_000 + offset % 365,
         }
-        payload: dict[str, object] = {
-            "before": {"id": row_id} if op == "d" else None,
-            "after": None if op == "d" else row,
-            "source": {"connector": "postgresql", "db": "bench"},
-            "op": op,
-            "ts_ms": 1_700_000_000_000 + offset,
-        }
+        before, after = ({"id": row_id}, None) if op == "d" else (None, row)
+        payload = postgres_envelope(before, after, op, 1_700_000_000_000 + offset, "orders", offset)
         key: dict[str, object] = {"id": row_id}
         value: dict[str, object] = payload
         if with_schema:
@@ -87,6 +134,49 @@ def generated_events(count: int, with_schema: bool, partitions: int = 1) -> Iter
         partition = row_id % partitions
         yield KafkaRecord(BENCH_TOPIC, partition, next_offset[partition], orjson.dumps(key), orjson.dumps(value))
         next_offset[partition] += 1
+
+
+def postgres_envelope(
+    before: Mapping[str, object] | None,
+    after: Mapping[str, object] | None,
+    op: str,
+    ts_ms: int,
+    table: str,
+    position: int,
+) -> dict[str, object]:
+    """A change event's payload as Debezium 3.x's PostgreSQL connector writes it, of database ``bench``.
+
+    ``position`` stands for the event's place in the WAL (its LSN and transaction id grow with it).
+    """
+    lsn = 26_000_000 + 64 * position
+    source = {
+        "version": "3.7.0.Final",
+        "connector": "postgresql",
+        "name": "bench",
+        "ts_ms": ts_ms - 300,
+        "snapshot": "false",
+        "db": "bench",
+        "sequence": f'[null,"{lsn}"]',
+        "ts_us": (ts_ms - 300) * 1_000,
+        "ts_ns": (ts_ms - 300) * 1_000_000,
+        "schema": "public",
+        "table": table,
+        "txId": 700 + position,
+        "lsn": lsn,
+        "xmin": None,
+        "origin": None,
+        "origin_lsn": None,
+    }
+    return {
+        "before": before,
+        "after": after,
+        "source": source,
+        "transaction": None,
+        "op": op,
+        "ts_ms": ts_ms,
+        "ts_us": ts_ms * 1_000 + 224,
+        "ts_ns": ts_ms * 1_000_000 + 224_314,
+    }
 
 
 def _id_and_op(offset: int) -> tuple[int, str]:

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from benchmarks.bench_stream import _start_broker, _stop_broker
+from benchmarks.events import postgres_envelope
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _BATCH_MARK = b'{"event":"batch"'
@@ -58,13 +59,8 @@ def debezium_event(row_id: int, version: int, op: str, ts_ms: int) -> tuple[byte
     row columns, not the envelope), so a reader of the landing zone sees each row's source time.
     """
     after = {"id": row_id, "version": version, "note": f"row {row_id} version {version}", "produced_ms": ts_ms}
-    value = {
-        "before": None,
-        "after": after,
-        "source": {"connector": "postgresql", "db": "bench", "ts_ms": ts_ms},
-        "op": op,
-        "ts_ms": ts_ms,
-    }
+    # Debezium's whole envelope (its ``source`` block names a table; the topic, not the block, routes the row).
+    value = postgres_envelope(None, after, op, ts_ms, "t", row_id + version)
     return orjson.dumps({"id": row_id}), orjson.dumps(value)
 
 
