@@ -161,7 +161,7 @@ class ColumnarLane:
             row_columns = arrow_row_columns(sides, bulk_json.first_row_columns(payloads[0].as_py(), first))
         row_type = pa.struct([pa.field(name, parse_type(name, ctype)) for name, ctype in row_columns.items()])
         # Inferred tables are reused where exact, not parsed again (``parse_envelopes``).
-        parsed = bulk_json.parse_envelopes(lines, row_type, inferred)
+        parsed = bulk_json.parse_envelopes(lines, row_type, inferred, declared=columns is not None)
         if tombstones:
             _check_tombstones(records, tombstone, parsed.column("op"))
         # Mark.

@@ -15,6 +15,7 @@ import itertools
 import os
 import re
 from collections.abc import Mapping
+from typing import Literal
 
 import numpy as np
 import orjson
@@ -145,8 +146,10 @@ def _line_bytes(lines: pa.Array, offsets: np.ndarray, start: int, stop: int) -> 
     return lines.buffers()[2].slice(begin, end - begin)
 
 
-def read_json(lines: pa.Array, schema: pa.Schema) -> list[pa.Table]:
+def read_json(lines: pa.Array, schema: pa.Schema, unexpected: Literal["infer", "ignore"] = "infer") -> list[pa.Table]:
     """The lines parsed in chunks of whole lines (in parallel), ``schema``'s fields typed and others inferred.
+
+    ``unexpected="ignore"``: fields ``schema`` does not declare, at any depth, are parsed but not built.
 
     Each chunk is one block of Arrow's JSON reader: across blocks the reader unifies the types it inferred
     for a field, and pyarrow 21 crashes the process when a field holds a string in one block and an object
@@ -165,7 +168,7 @@ def read_json(lines: pa.Array, schema: pa.Schema) -> list[pa.Table]:
         return pa_json.read_json(
             pa.BufferReader(data),
             read_options=pa_json.ReadOptions(use_threads=False, block_size=data.size + 1),
-            parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
+            parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior=unexpected),
         )
 
     try:
@@ -186,17 +189,25 @@ def _parse_pool() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="lane-json")
 
 
-def parse_envelopes(lines: pa.Array, row_type: pa.StructType, inferred: list[pa.Table] | None = None) -> pa.Table:
+def parse_envelopes(
+    lines: pa.Array, row_type: pa.StructType, inferred: list[pa.Table] | None = None, *, declared: bool = False
+) -> pa.Table:
     """Every payload line as ``PARSED_COLUMNS``: op, before and after (of ``row_type``), ts_ms, connector, snapshot.
 
-    Only change events (c/r/u/d) whose rows hold no column ``row_type`` lacks are taken. ``inferred``: the
-    same lines as ``read_json`` parsed them with rows of no declared column (a schemaless topic's first
-    batch). When their rows retype to ``row_type`` exactly (``_retyped``) they are used, not parsed again:
-    the second parse costs about 1.6 µs per event, some 0.3 CPU-s of a 200,000-event first batch.
+    Only change events (c/r/u/d) are taken. ``declared``: ``row_type`` is the values' own Connect schema, which
+    declares every row column; a payload's other row fields are ignored, as JsonConverter (and the record path)
+    ignores them. Otherwise (schemaless JSON) rows holding a column ``row_type`` lacks leave the topic to the
+    record path. ``inferred``: the same lines as ``read_json`` parsed them with rows of no declared column (a
+    schemaless topic's first batch). When their rows retype to ``row_type`` exactly (``_retyped``) they are used,
+    not parsed again: the second parse costs about 1.6 µs per event, some 0.3 CPU-s of a 200,000-event first batch.
     """
     tables = _retyped(inferred, row_type) if inferred is not None else None
     if tables is None:
-        tables = read_json(lines, envelope_schema(row_type))
+        # With a schema nothing undeclared needs building: Debezium's source block, transaction and ts_us/ts_ns
+        # (about 420 bytes of a Postgres event) cost as much again as the rest when built. Unless a bare NaN or
+        # Infinity could hide in them: ``read_json`` finds those only in what it builds.
+        ignore = declared and not _may_hold_non_finite(lines)
+        tables = read_json(lines, envelope_schema(row_type), "ignore" if ignore else "infer")
         for table in tables:
             for side in ("before", "after"):
                 if table.schema.field(side).type != row_type:
@@ -274,6 +285,22 @@ def first_row_columns(payload: bytes, first: KafkaRecord) -> list[str]:
     if not isinstance(row, dict):
         decline(f"{first.position}: the first event has no row")
     return list(row)
+
+
+def _may_hold_non_finite(lines: pa.Array) -> bool:
+    """Whether any line holds the text ``NaN`` or ``Infinity`` (a bare token or inside a string alike).
+
+    One pass over the bytes per token for its first byte, rarely found in JSON, then its next bytes where it is:
+    Arrow's ``match_substring`` took 1.1-1.6 µs a 630-byte line, this about 0.3 for both tokens.
+    """
+    data = np.frombuffer(_line_bytes(lines, _line_offsets(lines), 0, len(lines)), dtype=np.uint8)
+    for token in (b"NaN", b"Infinity"):
+        found = np.flatnonzero(data[: max(len(data) - len(token) + 1, 0)] == token[0])
+        for index, byte in enumerate(token[1:], start=1):
+            found = found[data[found + index] == byte]
+        if len(found):
+            return True
+    return False
 
 
 def _non_finite(column: pa.ChunkedArray | pa.Array) -> bool:

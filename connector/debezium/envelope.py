@@ -277,17 +277,31 @@ def event_from_payload(
     key, key_fields = read_key()
     source = payload.get("source") or {}
     ts_ms = payload.get("ts_ms")
+    row_columns = columns()
     return ChangeEvent(
         record=record,
         op=op,
-        before=before if isinstance(before, dict) else None,
-        after=after if isinstance(after, dict) else None,
+        before=_declared_fields(before, row_columns),
+        after=_declared_fields(after, row_columns),
         key=key,
         key_fields=key_fields,
-        columns=columns(),
+        columns=row_columns,
         source=source if isinstance(source, dict) else {},
         ts_ms=ts_ms if isinstance(ts_ms, int) else None,
     )
+
+
+def _declared_fields(row: Any, columns: Mapping[str, ColumnType] | None) -> dict[str, Any] | None:
+    """``row`` with the fields its schema declares only (every field without a schema; ``None`` for no row).
+
+    Kafka Connect's JsonConverter builds a struct from its schema's fields and ignores the payload's others; so
+    do both collecting paths (the columnar lane does not even build them).
+    """
+    if not isinstance(row, dict):
+        return None
+    if columns is None or row.keys() <= columns.keys():
+        return row
+    return {name: value for name, value in row.items() if name in columns}
 
 
 def _avro_hint(data: bytes) -> str:

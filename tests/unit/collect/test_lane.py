@@ -443,6 +443,32 @@ def test_a_field_outside_the_rows_changing_kind_between_chunks_is_parsed_safely(
     assert check(CollectContext(MirrorSettings()), records).topics == ["dbserver1.public.orders"]
 
 
+def test_fields_a_schema_does_not_declare_are_ignored_alike_and_not_built_by_the_lane() -> None:
+    """With a schema, the lane parses only the envelope fields it reads (``bulk_json.parse_envelopes``).
+
+    A row field the schema lacks is ignored by both paths, as Kafka Connect's JsonConverter does; a field outside
+    the rows that is a string in one record and an object in the next, in one chunk, would stop Arrow's reader if
+    the lane built it: the lane takes the topic all the same.
+    """
+    topic = orders()
+    records = mixed_workload(topic)
+    records[5] = records[5]._replace(value=(records[5].value or b"").replace(b'"code":"c-2"', b'"code":"c-2","junk":5'))
+    transaction = [b'"transaction":"t-1",', b'"transaction":{"id":"t-1","total_order":1},']
+    records = [
+        r._replace(value=(r.value or b"").replace(b'"op":', transaction[i % 2] + b'"op":')) if r.value else r
+        for i, r in enumerate(records)
+    ]
+    assert b'"junk":5' in (records[5].value or b"")
+    lane = check(CollectContext(MirrorSettings()), records)
+    assert lane.topics == ["dbserver1.public.orders"]
+    piece = lane.collected.pieces["public.orders"]
+    assert piece.table is not None and "junk" not in piece.table.column_names
+    # Without a schema the lane must see every row field (a new column), so it builds them all and leaves the
+    # topic whose transaction block changes kind to the record path.
+    schemaless = [r._replace(value=orjson.dumps(orjson.loads(r.value)["payload"])) if r.value else r for r in records]
+    assert check(CollectContext(MirrorSettings()), schemaless).topics == []
+
+
 @pytest.mark.parametrize("with_schema", [True, False])
 def test_randomly_damaged_batches_collect_alike(with_schema: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Seeded damage (truncation, bit flips, splices, garbage, keys, retyped values): both ways agree.

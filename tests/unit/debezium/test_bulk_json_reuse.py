@@ -10,7 +10,7 @@ so a reuse that never happens (or happens where it should not) fails.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import pyarrow as pa
@@ -44,9 +44,9 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     real = bulk_json.read_json
 
-    def counted(lines: pa.Array, schema: pa.Schema) -> list[pa.Table]:
+    def counted(lines: pa.Array, schema: pa.Schema, unexpected: Literal["infer", "ignore"] = "infer") -> list[pa.Table]:
         calls.append(len(lines))
-        return real(lines, schema)
+        return real(lines, schema, unexpected)
 
     monkeypatch.setattr(bulk_json, "read_json", counted)
     return calls

@@ -175,6 +175,21 @@ def test_schema_cache_reused_and_correct_for_changed_schema() -> None:
     assert isinstance(third, ChangeEvent) and third.columns is not None and "extra" in third.columns
 
 
+def test_row_fields_a_values_schema_does_not_declare_are_ignored_as_jsonconverter_does() -> None:
+    """Kafka Connect's JsonConverter builds a struct from its schema's fields and ignores the payload's others."""
+    value = orjson.loads(sample("01"))
+    value["payload"]["after"]["undeclared"] = "x"
+    value["payload"]["before"] = {"id": 1, "also_undeclared": 2}
+    event = decode(orjson.dumps(value))
+    assert isinstance(event, ChangeEvent) and event.columns is not None
+    assert event.after == {"id": 1, "first_name": "Anne", "last_name": "Kretchmar", "email": "annek@noanswer.org"}
+    assert event.before == {"id": 1}
+    # Without a schema the payload is all there is: every field is a column.
+    schemaless = decode(orjson.dumps(value["payload"]))
+    assert isinstance(schemaless, ChangeEvent) and schemaless.columns is None
+    assert schemaless.after is not None and schemaless.after["undeclared"] == "x"
+
+
 def test_avro_read_as_json_says_to_set_value_format_avro() -> None:
     """Real Debezium Avro output (tests/data/real_pg_avro) decoded as JSON: the error says what to change."""
     line = orjson.loads((SAMPLES.parent / "real_pg_avro" / "records.jsonl").read_bytes().splitlines()[0])
