@@ -18,88 +18,75 @@ from connector.events import KafkaRecord
 
 BENCH_TOPIC = "bench.public.orders"
 
+
+def _field(field: str, kind: str, optional: bool = True, /, **more: object) -> dict[str, object]:
+    """One field of a Connect schema, its keys in JsonConverter's order (the values' bytes depend on it)."""
+    return {"field": field, "type": kind, "optional": optional, **more}
+
+
+_ROW_FIELDS = [
+    _field("id", "int64", False),
+    _field("customer_id", "int32", False),
+    _field("status", "string"),
+    _field("note", "string"),
+    _field(
+        "amount",
+        "bytes",
+        name="org.apache.kafka.connect.data.Decimal",
+        parameters={"scale": "2", "connect.decimal.precision": "12"},
+    ),
+    _field("quantity", "int32"),
+    _field("ratio", "double"),
+    _field("paid", "boolean"),
+    _field("created_at", "int64", name="io.debezium.time.MicroTimestamp"),
+    _field("ship_date", "int32", name="io.debezium.time.Date"),
+]
+# Debezium 3.7's PostgreSQL ``source`` block, as in tests/data/real_pg.
+_SOURCE_FIELDS = [
+    _field("version", "string", False),
+    _field("connector", "string", False),
+    _field("name", "string", False),
+    _field("ts_ms", "int64", False),
+    _field(
+        "snapshot",
+        "string",
+        name="io.debezium.data.Enum",
+        version=1,
+        parameters={"allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"},
+        default="false",
+    ),
+    _field("db", "string", False),
+    _field("sequence", "string"),
+    _field("ts_us", "int64"),
+    _field("ts_ns", "int64"),
+    _field("schema", "string", False),
+    _field("table", "string", False),
+    _field("txId", "int64"),
+    _field("lsn", "int64"),
+    _field("xmin", "int64"),
+    _field("origin", "string"),
+    _field("origin_lsn", "int64"),
+]
+_TRANSACTION_FIELDS = [
+    _field("id", "string", False),
+    _field("total_order", "int64", False),
+    _field("data_collection_order", "int64", False),
+]
 _VALUE_SCHEMA = {
     "type": "struct",
     "name": "bench.public.orders.Envelope",
     "fields": [
-        {
-            "field": field,
-            "type": "struct",
-            "optional": True,
-            "name": "bench.public.orders.Value",
-            "fields": [
-                {"field": "id", "type": "int64", "optional": False},
-                {"field": "customer_id", "type": "int32", "optional": False},
-                {"field": "status", "type": "string", "optional": True},
-                {"field": "note", "type": "string", "optional": True},
-                {
-                    "field": "amount",
-                    "type": "bytes",
-                    "optional": True,
-                    "name": "org.apache.kafka.connect.data.Decimal",
-                    "parameters": {"scale": "2", "connect.decimal.precision": "12"},
-                },
-                {"field": "quantity", "type": "int32", "optional": True},
-                {"field": "ratio", "type": "double", "optional": True},
-                {"field": "paid", "type": "boolean", "optional": True},
-                {"field": "created_at", "type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp"},
-                {"field": "ship_date", "type": "int32", "optional": True, "name": "io.debezium.time.Date"},
-            ],
-        }
-        for field in ("before", "after")
+        _field(side, "struct", name="bench.public.orders.Value", fields=_ROW_FIELDS) for side in ("before", "after")
     ]
     + [
-        {
-            "field": "source",
-            "type": "struct",
-            "optional": False,
-            "name": "io.debezium.connector.postgresql.Source",
-            "version": 1,
-            "fields": [
-                {"field": "version", "type": "string", "optional": False},
-                {"field": "connector", "type": "string", "optional": False},
-                {"field": "name", "type": "string", "optional": False},
-                {"field": "ts_ms", "type": "int64", "optional": False},
-                {
-                    "field": "snapshot",
-                    "type": "string",
-                    "optional": True,
-                    "name": "io.debezium.data.Enum",
-                    "version": 1,
-                    "parameters": {
-                        "allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
-                    },
-                    "default": "false",
-                },
-                {"field": "db", "type": "string", "optional": False},
-                {"field": "sequence", "type": "string", "optional": True},
-                {"field": "ts_us", "type": "int64", "optional": True},
-                {"field": "ts_ns", "type": "int64", "optional": True},
-                {"field": "schema", "type": "string", "optional": False},
-                {"field": "table", "type": "string", "optional": False},
-                {"field": "txId", "type": "int64", "optional": True},
-                {"field": "lsn", "type": "int64", "optional": True},
-                {"field": "xmin", "type": "int64", "optional": True},
-                {"field": "origin", "type": "string", "optional": True},
-                {"field": "origin_lsn", "type": "int64", "optional": True},
-            ],
-        },
-        {
-            "field": "transaction",
-            "type": "struct",
-            "optional": True,
-            "name": "event.block",
-            "version": 1,
-            "fields": [
-                {"field": "id", "type": "string", "optional": False},
-                {"field": "total_order", "type": "int64", "optional": False},
-                {"field": "data_collection_order", "type": "int64", "optional": False},
-            ],
-        },
-        {"field": "op", "type": "string", "optional": False},
-        {"field": "ts_ms", "type": "int64", "optional": True},
-        {"field": "ts_us", "type": "int64", "optional": True},
-        {"field": "ts_ns", "type": "int64", "optional": True},
+        _field(
+            "source", "struct", False, name="io.debezium.connector.postgresql.Source", version=1, fields=_SOURCE_FIELDS
+        ),
+        _field("transaction", "struct", name="event.block", version=1, fields=_TRANSACTION_FIELDS),
+        _field("op", "string", False),
+        _field("ts_ms", "int64"),
+        _field("ts_us", "int64"),
+        _field("ts_ns", "int64"),
     ],
 }
 _KEY_SCHEMA = {"type": "struct", "fields": [{"field": "id", "type": "int64", "optional": False}]}
